@@ -1,0 +1,46 @@
+# pKVM eager huge-page splitting: build, boot and test harness.
+# See README.md. Everything is built under $(BUILD); downloads and ccache
+# live under $(PKVM_CACHE) (default ~/.cache/pkvm-split).
+
+BUILD ?= $(CURDIR)/build
+export BUILD
+
+S := $(CURDIR)/scripts
+
+.PHONY: all deps tree kernel selftests initramfs run test check patches \
+	bench matrix clean distclean
+
+all: initramfs
+
+deps:
+	@$(S)/install-deps.sh
+
+tree: deps
+	@$(S)/prepare-tree.sh
+
+kernel: tree
+	@$(S)/build-kernel.sh default
+
+selftests: tree
+	@$(S)/build-selftests.sh
+
+initramfs: kernel selftests
+	@$(S)/mk-initramfs.sh
+
+# Boot pKVM once and show the feature working.
+run: initramfs
+	@$(S)/run-demo.sh
+
+# Every test: host-side checks, then the QEMU matrix in all four host modes.
+test: initramfs
+	@$(S)/test.sh
+
+# Exported series: git format-patch against the pristine base.
+patches: tree
+	@$(S)/export-patches.sh
+
+clean:
+	rm -rf $(BUILD)/obj $(BUILD)/selftests $(BUILD)/initramfs* $(BUILD)/logs
+
+distclean:
+	rm -rf $(BUILD)

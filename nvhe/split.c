@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Eager splitting of a non-protected guest's stage-2 block mappings, on the
+ * host's request, for dirty logging.
+ *
+ * The host owns neither the guest's stage-2 nor the memory its page-tables
+ * live in, so it cannot split blocks itself: it asks EL2 to, one bounded
+ * batch at a time, and donates the page-table pages through a memcache that
+ * EL2 admits page by page with the usual host-to-hyp ownership transition.
+ */
+
+#include <asm/kvm_pgtable.h>
+#include <asm/kvm_pkvm.h>
+
+#include <nvhe/mem_protect.h>
+#include <nvhe/mm.h>
+#include <nvhe/pkvm.h>
+
+/*
+ * Move up to @want pages from the host's split memcache into @mc. The host
+ * memcache lives in host memory and may change under our feet: work on a
+ * copy, and let __pkvm_host_donate_hyp() vet each page before EL2 reads the
+ * next pointer it holds. A page the host does not own (or owns but shares)
+ * stops the admission with the transition's error.
+ */
+static int admit_split_pages(struct kvm_hyp_memcache *host_mc,
+			     struct kvm_hyp_memcache *mc, unsigned long want)
+{
+	struct kvm_hyp_memcache tmp = {
+		.head		= READ_ONCE(host_mc->head),
+		.nr_pages	= READ_ONCE(host_mc->nr_pages),
+	};
+	int ret = 0;
+
+	while (mc->nr_pages < want && tmp.nr_pages) {
+		ret = __pkvm_host_donate_hyp(hyp_phys_to_pfn(tmp.head), 1);
+		if (ret)
+			break;
+
+		push_hyp_memcache(mc, pop_hyp_memcache(&tmp, hyp_phys_to_virt),
+				  hyp_virt_to_phys);
+	}
+
+	WRITE_ONCE(host_mc->head, tmp.head);
+	WRITE_ONCE(host_mc->nr_pages, tmp.nr_pages);
+
+	return ret;
+}
+
+static int check_split_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages)
+{
+	u64 block_pages = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
+	u64 ipa_pages = BIT_ULL(vm->pgt.ia_bits - PAGE_SHIFT);
+
+	if (!nr_pages || !IS_ALIGNED(gfn | nr_pages, block_pages))
+		return -EINVAL;
+
+	if (gfn >= ipa_pages || nr_pages > ipa_pages - gfn)
+		return -ERANGE;
+
+	return 0;
+}
+
+/*
+ * Split the block mappings of guest frames [gfn, gfn + nr_pages) of the
+ * non-protected VM @handle. At most KVM_PKVM_SPLIT_MAX_BLOCKS blocks' worth
+ * of IPA space is examined per call; *done says how many pages from @gfn
+ * were covered (the host calls again from there) and *nr_split how many
+ * blocks were split, all of them with one TLB invalidation.
+ */
+int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
+			    u64 *done, u64 *nr_split)
+{
+	u64 block_pages = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
+	struct kvm_hyp_memcache admitted = {};
+	struct pkvm_hyp_vm *vm;
+	u64 ipa, next, want;
+	int ret;
+
+	*done = 0;
+	*nr_split = 0;
+
+	vm = get_pkvm_hyp_vm(handle);
+	if (!vm)
+		return -ENOENT;
+
+	if (pkvm_hyp_vm_is_protected(vm)) {
+		ret = -EPERM;
+		goto put;
+	}
+
+	if (READ_ONCE(vm->kvm.arch.pkvm.is_dying)) {
+		ret = -EBUSY;
+		goto put;
+	}
+
+	ret = check_split_range(vm, gfn, nr_pages);
+	if (ret)
+		goto put;
+
+	/* Bound the walk, the allocations and the work done with IRQs off. */
+	nr_pages = min_t(u64, nr_pages, KVM_PKVM_SPLIT_MAX_BLOCKS * block_pages);
+
+	/*
+	 * Page-table pages are admitted before taking the guest lock, as the
+	 * ownership transition takes the host and hyp locks. The split cache
+	 * count is read without the lock: it only sizes the admission.
+	 */
+	want = nr_pages / block_pages;
+	want -= min_t(u64, want, READ_ONCE(vm->split_mc.nr_pages));
+	ret = admit_split_pages(&vm->host_kvm->arch.pkvm.split_mc, &admitted, want);
+	if (ret && !admitted.nr_pages && !vm->split_mc.nr_pages)
+		goto put;
+
+	ipa = hyp_pfn_to_phys(gfn);
+	ret = __pkvm_host_split_guest_locked(vm, ipa, nr_pages << PAGE_SHIFT,
+					     &admitted, KVM_PKVM_SPLIT_MAX_BLOCKS,
+					     &next);
+	if (ret >= 0) {
+		*nr_split = ret;
+		ret = 0;
+	}
+	*done = (next - ipa) >> PAGE_SHIFT;
+put:
+	put_pkvm_hyp_vm(vm);
+
+	return ret;
+}
+
+/*
+ * Invalidate the stage-2 TLB entries of one IPA of a non-protected VM on
+ * the calling CPU only. The VM is named by its handle, never by a host
+ * pointer, so the host cannot aim the invalidation at a VMID it was not
+ * given.
+ */
+int __pkvm_tlb_flush_vmid_ipa_nsh(pkvm_handle_t handle, u64 ipa, int level)
+{
+	struct pkvm_hyp_vm *vm;
+	int ret = 0;
+
+	if (level < KVM_PGTABLE_FIRST_LEVEL || level > KVM_PGTABLE_LAST_LEVEL)
+		return -EINVAL;
+
+	vm = get_pkvm_hyp_vm(handle);
+	if (!vm)
+		return -ENOENT;
+
+	if (pkvm_hyp_vm_is_protected(vm))
+		ret = -EPERM;
+	else if (ipa >= BIT_ULL(vm->pgt.ia_bits))
+		ret = -ERANGE;
+	else
+		__kvm_tlb_flush_vmid_ipa_nsh(&vm->kvm.arch.mmu, ipa, level);
+
+	put_pkvm_hyp_vm(vm);
+
+	return ret;
+}

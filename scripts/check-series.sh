@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Host-side check: the exported series applies with `git am` to a fresh
+# checkout of the pristine base and gives exactly our tree, and
+# checkpatch --strict finds nothing but what scripts/checkpatch.allow
+# lists (with its reason).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+pdir=$BUILD/check-patches
+wt=$BUILD/check-am
+"$TOP/scripts/export-patches.sh" "$pdir" >/dev/null
+
+git -C "$TREE" worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"
+git -C "$TREE" worktree prune
+git -C "$TREE" worktree add -q --detach "$wt" base
+patches=$(ls "$pdir"/[0-9]*.patch | grep -v 0000-cover-letter)
+# shellcheck disable=SC2086
+git -C "$wt" -c user.name=check -c user.email=check@invalid am -q $patches ||
+	die "the series does not apply with git am"
+[ "$(git -C "$wt" rev-parse 'HEAD^{tree}')" = "$(git -C "$TREE" rev-parse 'HEAD^{tree}')" ] ||
+	die "git am of the series does not reproduce the tree"
+git -C "$TREE" worktree remove --force "$wt"
+
+found=$(cd "$pdir" && perl "$TREE/scripts/checkpatch.pl" --strict --no-tree --terse --show-types \
+	$(ls [0-9]*.patch | grep -v 0000-cover-letter) 2>&1 | grep -E 'ERROR|WARNING|CHECK' | grep -v '^0000-cover' || true)
+allowed=$(grep -v '^#' "$TOP/scripts/checkpatch.allow" | cut -d'|' -f1 | sed 's/ *$//' | grep . || true)
+bad=$(echo "$found" | grep . | while read -r l; do
+	key=$(echo "$l" | sed -E 's/^([^:]*):[0-9]+: (.*)$/\1: \2/')
+	echo "$allowed" | grep -qxF "$key" || echo "$l"
+done)
+[ -z "$bad" ] || { echo "$bad"; die "checkpatch --strict reports the lines above"; }
+echo "check-series: git am reproduces the tree; checkpatch clean ($(echo "$found" | grep -c . ) allowed)"

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The whole test run: host-side checks, then the QEMU matrix over every host
+# mode. Ends with "N passed, N failed[, N skipped]"; exits non-zero on any
+# failure.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+
+MODES=${MODES:-"protected protected-nvhe nvhe vhe"}
+results=$BUILD/test-results.txt
+mkdir -p "$BUILD"
+: > "$results"
+
+record() { echo "$*" | tee -a "$results"; }
+check() {
+	local name=$1; shift
+	local out
+	if out=$("$@" 2>&1); then
+		record "PASS host $name"
+	else
+		record "FAIL host $name"
+		echo "$out" | tail -20 | sed 's/^/    /'
+	fi
+}
+
+start=$(date +%s)
+check series-applies git -C "$TREE" diff --quiet HEAD
+for c in "$TOP"/scripts/check-*.sh; do
+	[ -x "$c" ] || continue
+	check "$(basename "$c" .sh)" "$c"
+done
+
+for mode in $MODES; do
+	echo "== $mode"
+	"$TOP/scripts/boot.sh" "$mode" default | tee -a "$results"
+done
+
+pass=$(grep -c '^PASS' "$results")
+fail=$(grep -c '^FAIL' "$results")
+skip=$(grep -c '^SKIP' "$results")
+echo
+grep '^FAIL' "$results" | sed 's/^/  /'
+echo "(matrix took $(( $(date +%s) - start ))s; serial logs in $BUILD/logs)"
+if [ "$skip" -gt 0 ]; then
+	echo "$pass passed, $fail failed, $skip skipped"
+else
+	echo "$pass passed, $fail failed"
+fi
+[ "$fail" -eq 0 ]

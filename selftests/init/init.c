@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Minimal init for the pKVM split test initramfs.
+ *
+ * Mounts what the KVM selftests need, runs the tests listed in
+ * /tests/<list>.list (the list is named by "pkvm.tests=<list>" on the kernel
+ * command line), reports each as a KTAP result line on the console and
+ * powers the machine off.
+ *
+ * List format, one test per line, '#' for comments:
+ *   <name> <timeout in seconds> [VAR=value...] <command> [args...]
+ * Commands are looked up in /tests/bin; VAR=value words before the command
+ * go to its environment. Exit status 4 (KSFT_SKIP) is a skip.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_TESTS	128
+#define MAX_ARGS	32
+#define KSFT_SKIP	4
+
+struct test {
+	char name[64];
+	int timeout;
+	char *envp[MAX_ARGS + 1];
+	char *argv[MAX_ARGS + 1];
+};
+
+static struct test tests[MAX_TESTS];
+
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	fflush(stdout);
+}
+
+static void do_mount(const char *src, const char *dst, const char *type,
+		     const char *opts)
+{
+	mkdir(dst, 0755);
+	if (mount(src, dst, type, 0, opts) && errno != EBUSY)
+		say("# init: mount %s on %s failed: %s\n", type, dst, strerror(errno));
+}
+
+static void setup(void)
+{
+	int fd;
+
+	do_mount("proc", "/proc", "proc", NULL);
+	do_mount("sysfs", "/sys", "sysfs", NULL);
+	do_mount("devtmpfs", "/dev", "devtmpfs", NULL);
+	do_mount("debugfs", "/sys/kernel/debug", "debugfs", NULL);
+	do_mount("hugetlbfs", "/dev/hugepages", "hugetlbfs", NULL);
+	do_mount("tmpfs", "/tmp", "tmpfs", NULL);
+
+	fd = open("/dev/console", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+}
+
+static void list_name(char *buf, size_t len)
+{
+	char cmdline[4096] = "";
+	char *p, *e;
+	int fd;
+	ssize_t n;
+
+	snprintf(buf, len, "default");
+	fd = open("/proc/cmdline", O_RDONLY);
+	if (fd < 0)
+		return;
+	n = read(fd, cmdline, sizeof(cmdline) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	cmdline[n] = '\0';
+	p = strstr(cmdline, "pkvm.tests=");
+	if (!p)
+		return;
+	p += strlen("pkvm.tests=");
+	e = p + strcspn(p, " \n");
+	snprintf(buf, len, "%.*s", (int)(e - p), p);
+}
+
+static int load_tests(const char *path)
+{
+	char line[1024];
+	int nr = 0;
+	FILE *f;
+
+	f = fopen(path, "r");
+	if (!f) {
+		say("# init: cannot open %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f) && nr < MAX_TESTS) {
+		struct test *t = &tests[nr];
+		char *save, *tok;
+		int argc = 0, envc = 0;
+
+		line[strcspn(line, "\n")] = '\0';
+		tok = strtok_r(line, " \t", &save);
+		if (!tok || tok[0] == '#')
+			continue;
+		snprintf(t->name, sizeof(t->name), "%s", tok);
+		tok = strtok_r(NULL, " \t", &save);
+		t->timeout = tok ? atoi(tok) : 0;
+		while ((tok = strtok_r(NULL, " \t", &save)) && argc < MAX_ARGS) {
+			if (!argc && strchr(tok, '=') && envc < MAX_ARGS)
+				t->envp[envc++] = strdup(tok);
+			else
+				t->argv[argc++] = strdup(tok);
+		}
+		t->envp[envc] = NULL;
+		t->argv[argc] = NULL;
+		if (!argc || t->timeout <= 0) {
+			say("# init: malformed line for '%s'\n", t->name);
+			continue;
+		}
+		nr++;
+	}
+	fclose(f);
+	return nr;
+}
+
+/* Run one test; returns a KTAP result suffix in @why (empty when it passed). */
+static int run_test(struct test *t, char *why, size_t len)
+{
+	time_t start = time(NULL);
+	int status, ret;
+	pid_t pid;
+
+	pid = fork();
+	if (pid < 0) {
+		snprintf(why, len, "fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		setpgid(0, 0);
+		for (char **e = t->envp; *e; e++)
+			putenv(*e);
+		execv(t->argv[0], t->argv);
+		fprintf(stderr, "# init: exec %s: %s\n", t->argv[0], strerror(errno));
+		_exit(127);
+	}
+
+	for (;;) {
+		ret = waitpid(pid, &status, WNOHANG);
+		if (ret == pid)
+			break;
+		if (time(NULL) - start > t->timeout) {
+			kill(-pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			snprintf(why, len, "timeout after %ds", t->timeout);
+			return -1;
+		}
+		usleep(100 * 1000);
+	}
+
+	say("# %s: %lds\n", t->name, (long)(time(NULL) - start));
+	if (WIFSIGNALED(status)) {
+		snprintf(why, len, "killed by signal %d", WTERMSIG(status));
+		return -1;
+	}
+	if (WEXITSTATUS(status) == KSFT_SKIP) {
+		snprintf(why, len, "SKIP");
+		return 1;
+	}
+	if (WEXITSTATUS(status)) {
+		snprintf(why, len, "exit status %d", WEXITSTATUS(status));
+		return -1;
+	}
+	why[0] = '\0';
+	return 0;
+}
+
+int main(void)
+{
+	char list[64], path[128], why[128];
+	int i, nr, ret;
+
+	setup();
+	list_name(list, sizeof(list));
+	snprintf(path, sizeof(path), "/tests/%s.list", list);
+	if (chdir("/tests/bin"))
+		say("# init: no /tests/bin\n");
+
+	nr = load_tests(path);
+	say("KTAP version 1\n");
+	if (nr < 0) {
+		say("1..1\nnot ok 1 load-test-list # cannot read %s\n", path);
+		goto out;
+	}
+	say("1..%d\n", nr);
+	for (i = 0; i < nr; i++) {
+		say("# start %s\n", tests[i].name);
+		ret = run_test(&tests[i], why, sizeof(why));
+		if (ret > 0)
+			say("ok %d %s # SKIP\n", i + 1, tests[i].name);
+		else if (ret)
+			say("not ok %d %s # %s\n", i + 1, tests[i].name, why);
+		else
+			say("ok %d %s\n", i + 1, tests[i].name);
+	}
+out:
+	say("# pkvm-init: done\n");
+	sync();
+	reboot(RB_POWER_OFF);
+	return 0;
+}
