@@ -109,8 +109,11 @@ int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 	want = nr_pages / block_pages;
 	want -= min_t(u64, want, READ_ONCE(vm->split_mc.nr_pages));
 	ret = admit_split_pages(&vm->host_kvm->arch.pkvm.split_mc, &admitted, want);
-	if (ret && !admitted.nr_pages && !vm->split_mc.nr_pages)
+	if (ret) {
+		/* Nothing is split with a cache the host got wrong. */
+		__pkvm_host_split_cache_add(vm, &admitted);
 		goto put;
+	}
 
 	ipa = hyp_pfn_to_phys(gfn);
 	ret = __pkvm_host_split_guest_locked(vm, ipa, nr_pages << PAGE_SHIFT,

@@ -25,7 +25,7 @@ found=$(cd "$pdir" && perl "$TREE/scripts/checkpatch.pl" --strict --no-tree --te
 	$(ls [0-9]*.patch | grep -v 0000-cover-letter) 2>&1 | grep -E 'ERROR|WARNING|CHECK' | grep -v '^0000-cover' || true)
 allowed=$(grep -v '^#' "$TOP/scripts/checkpatch.allow" | cut -d'|' -f1 | sed 's/ *$//' | grep . || true)
 bad=$(echo "$found" | grep . | while read -r l; do
-	key=$(echo "$l" | sed -E 's/^([^:]*):[0-9]+: (.*)$/\1: \2/')
+	key=$(echo "$l" | sed -E 's/^[0-9]{4}-([^:]*):[0-9]+: (.*)$/\1: \2/')
 	echo "$allowed" | grep -qxF "$key" || echo "$l"
 done)
 [ -z "$bad" ] || { echo "$bad"; die "checkpatch --strict reports the lines above"; }

@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Hostile-host test of the pKVM split hypercalls.
+ *
+ * Reading /sys/kernel/debug/kvm/<pid>-<fd>/pkvm_split_abi, for a
+ * non-protected VM whose hyp VM exists and which has at least two adjacent
+ * unsplit block mappings, issues __pkvm_host_split_guest and
+ * __pkvm_tlb_flush_vmid_ipa_nsh with a table of bad arguments and bad
+ * memcaches, as a compromised host could, and reports one KTAP line per
+ * case: the result must be the documented error, and the following
+ * legitimate calls must find the guest's stage-2 unchanged.
+ */
+
+#include <linux/debugfs.h>
+#include <linux/kvm_host.h>
+#include <linux/seq_file.h>
+
+#include <asm/kvm_mmu.h>
+#include <asm/kvm_pkvm.h>
+
+struct abi_case_ctx {
+	struct seq_file *m;
+	int nr, failed;
+};
+
+static void report(struct abi_case_ctx *c, bool ok, const char *what,
+		   long got, long want)
+{
+	c->nr++;
+	if (ok) {
+		seq_printf(c->m, "ok %d %s\n", c->nr, what);
+		return;
+	}
+	c->failed++;
+	seq_printf(c->m, "not ok %d %s # got %ld, expected %ld\n", c->nr, what,
+		   got, want);
+}
+
+static long split_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
+		      u64 *done, u64 *nr_split)
+{
+	struct arm_smccc_res res;
+
+	arm_smccc_1_1_hvc(KVM_HOST_SMCCC_FUNC(__pkvm_host_split_guest),
+			  handle, gfn, nr_pages, &res);
+	if (res.a0 != SMCCC_RET_SUCCESS)
+		return -EOPNOTSUPP;
+	*done = res.a2;
+	*nr_split = res.a3;
+	return (long)res.a1;
+}
+
+static long nsh_hvc(pkvm_handle_t handle, u64 ipa, long level)
+{
+	struct arm_smccc_res res;
+
+	arm_smccc_1_1_hvc(KVM_HOST_SMCCC_FUNC(__pkvm_tlb_flush_vmid_ipa_nsh),
+			  handle, ipa, level, &res);
+	return res.a0 == SMCCC_RET_SUCCESS ? (long)res.a1 : -EOPNOTSUPP;
+}
+
+/* A bad call must fail as documented and split nothing. */
+static void expect_split(struct abi_case_ctx *c, const char *what,
+			 pkvm_handle_t handle, u64 gfn, u64 nr_pages, long want)
+{
+	u64 done = ~0ULL, nr_split = ~0ULL;
+	long ret = split_hvc(handle, gfn, nr_pages, &done, &nr_split);
+
+	report(c, ret == want && !nr_split, what, ret, want);
+}
+
+/* The split memcache @mc must be refused with -EPERM and left as it was. */
+static void expect_cache_refused(struct abi_case_ctx *c, struct kvm *kvm,
+				 const char *what, u64 gfn, u64 bp,
+				 phys_addr_t head, unsigned long nr)
+{
+	struct kvm_hyp_memcache *mc = &kvm->arch.pkvm.split_mc;
+
+	mc->head = head;
+	mc->nr_pages = nr;
+	expect_split(c, what, kvm->arch.pkvm.handle, gfn, bp, -EPERM);
+	report(c, mc->head == head && mc->nr_pages == nr,
+	       "  ... and the host's memcache is left alone", mc->nr_pages, nr);
+}
+
+static void *phys_to_host_va(phys_addr_t phys)
+{
+	return __va(phys);
+}
+
+static struct pkvm_mapping *first_block(struct kvm_pgtable *pgt, u64 *bp)
+{
+	struct rb_node *node;
+
+	for (node = rb_first_cached(&pgt->pkvm_mappings); node; node = rb_next(node)) {
+		struct pkvm_mapping *m = rb_entry(node, struct pkvm_mapping, node);
+		struct rb_node *next_node = rb_next(node);
+		struct pkvm_mapping *n;
+
+		if (m->nr_pages == 1 || m->split || !next_node)
+			continue;
+		n = rb_entry(next_node, struct pkvm_mapping, node);
+		if (n->nr_pages == m->nr_pages && !n->split && n->gfn == m->gfn + m->nr_pages) {
+			*bp = m->nr_pages;
+			return m;
+		}
+	}
+	return NULL;
+}
+
+static void run_abi_test(struct seq_file *s, struct kvm *kvm)
+{
+	struct kvm_hyp_memcache *mc = &kvm->arch.pkvm.split_mc;
+	struct kvm_hyp_memcache saved, spare = {
+		.flags = HYP_MEMCACHE_ACCOUNT_STAGE2,
+	};
+	pkvm_handle_t h = kvm->arch.pkvm.handle;
+	struct kvm_pgtable *pgt = kvm->arch.mmu.pgt;
+	struct abi_case_ctx c = { .m = s };
+	u64 bp, gfn, ipa_pages, done, nr_split;
+	struct pkvm_mapping *m;
+	phys_addr_t *loop;
+	long ret;
+
+	/* Allocations first: the test then runs under mmu_lock. */
+	if (topup_hyp_memcache(&spare, 1) || topup_hyp_memcache(mc, 2)) {
+		seq_puts(s, "not ok 1 allocation # -ENOMEM\n");
+		free_hyp_memcache(&spare);
+		return;
+	}
+
+	mutex_lock(&kvm->slots_lock);
+	write_lock(&kvm->mmu_lock);
+
+	m = first_block(pgt, &bp);
+	if (!m) {
+		seq_puts(s, "1..0 # SKIP no two adjacent unsplit blocks\n");
+		goto unlock;
+	}
+	gfn = m->gfn;
+	ipa_pages = BIT_ULL(kvm_phys_shift(&kvm->arch.mmu) - PAGE_SHIFT);
+	saved = *mc;
+	mc->head = 0;
+	mc->nr_pages = 0;
+
+	seq_puts(s, "KTAP version 1\n");
+	expect_split(&c, "split: unknown handle", 0, gfn, bp, -ENOENT);
+	expect_split(&c, "split: unused handle", h + 1, gfn, bp, -ENOENT);
+	expect_split(&c, "split: zero length", h, gfn, 0, -EINVAL);
+	expect_split(&c, "split: unaligned start", h, gfn + 1, bp, -EINVAL);
+	expect_split(&c, "split: unaligned length", h, gfn, bp + 1, -EINVAL);
+	expect_split(&c, "split: range beyond the IPA space", h, ipa_pages, bp, -ERANGE);
+	expect_split(&c, "split: range ending beyond the IPA space", h,
+		     ipa_pages - bp, 2 * bp, -ERANGE);
+	expect_split(&c, "split: overflowing gfn + nr_pages", h, ipa_pages - bp,
+		     ALIGN_DOWN(U64_MAX, bp), -ERANGE);
+	expect_split(&c, "split: empty memcache", h, gfn, bp, -ENOMEM);
+
+	expect_cache_refused(&c, kvm, "split: memcache page owned by EL2", gfn, bp,
+			     hyp_mem_base, 1);
+	expect_cache_refused(&c, kvm, "split: memcache page is MMIO (PA 0)", gfn, bp,
+			     0, 1);
+	expect_cache_refused(&c, kvm, "split: memcache page beyond memory", gfn, bp,
+			     BIT_ULL(47), 1);
+	expect_cache_refused(&c, kvm, "split: memcache page shared with the guest",
+			     gfn, bp, PFN_PHYS(m->pfn), 1);
+
+	/* A list that loops: the page is admitted once, then refused. */
+	loop = pop_hyp_memcache(&spare, phys_to_host_va);
+	*loop = __pa(loop);
+	mc->head = __pa(loop);
+	mc->nr_pages = 2;
+	expect_split(&c, "split: memcache list that loops", h, gfn, 2 * bp, -EPERM);
+	report(&c, mc->head == __pa(loop) && mc->nr_pages == 1,
+	       "  ... and its page went to EL2 once", mc->nr_pages, 1);
+
+	/* EL2 kept the looped page: it splits one block, then stops. */
+	mc->head = 0;
+	mc->nr_pages = 0;
+	ret = split_hvc(h, gfn, 2 * bp, &done, &nr_split);
+	report(&c, !ret && nr_split == 1 && done == bp,
+	       "split: the page admitted once splits one block", nr_split, 1);
+	expect_split(&c, "split: nothing left for the next block", h, gfn + bp, bp,
+		     -ENOMEM);
+
+	/* Legitimate calls: the host marks what EL2 split. */
+	*mc = saved;
+	m->split = 1;
+	ret = pkvm_pgtable_stage2_split(pgt, PFN_PHYS(gfn), 2 * bp * PAGE_SIZE, NULL);
+	report(&c, !ret, "split: legitimate call after the bad ones", ret, 0);
+	ret = split_hvc(h, gfn, 2 * bp, &done, &nr_split);
+	report(&c, !ret && !nr_split && done == 2 * bp,
+	       "split: split blocks are skipped", ret, 0);
+	expect_split(&c, "split: unmapped range splits nothing", h,
+		     ipa_pages - 2 * bp, bp, 0);
+
+	report(&c, nsh_hvc(0, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL) == -ENOENT,
+	       "nsh flush: unknown handle", 0, -ENOENT);
+	report(&c, nsh_hvc(h, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL + 1) == -EINVAL,
+	       "nsh flush: level out of range", 0, -EINVAL);
+	report(&c, nsh_hvc(h, PFN_PHYS(gfn), KVM_PGTABLE_FIRST_LEVEL - 1) == -EINVAL,
+	       "nsh flush: negative level out of range", 0, -EINVAL);
+	report(&c, nsh_hvc(h, PFN_PHYS(ipa_pages), KVM_PGTABLE_LAST_LEVEL) == -ERANGE,
+	       "nsh flush: IPA outside the VM", 0, -ERANGE);
+	report(&c, !nsh_hvc(h, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL),
+	       "nsh flush: legitimate call", 0, 0);
+
+	seq_printf(s, "1..%d\n# %d failed\n", c.nr, c.failed);
+unlock:
+	write_unlock(&kvm->mmu_lock);
+	mutex_unlock(&kvm->slots_lock);
+	free_hyp_memcache(&spare);
+}
+
+static int pkvm_split_abi_show(struct seq_file *s, void *unused)
+{
+	struct kvm *kvm = s->private;
+
+	if (!pkvm_hyp_vm_is_created(kvm) || kvm_vm_is_protected(kvm)) {
+		seq_puts(s, "1..0 # SKIP needs a running non-protected VM\n");
+		return 0;
+	}
+
+	run_abi_test(s, kvm);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(pkvm_split_abi);
+
+void pkvm_split_abi_test_create_debugfs(struct kvm *kvm)
+{
+	if (is_protected_kvm_enabled())
+		debugfs_create_file("pkvm_split_abi", 0400, kvm->debugfs_dentry,
+				    kvm, &pkvm_split_abi_fops);
+}
