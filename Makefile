@@ -44,3 +44,11 @@ clean:
 
 distclean:
 	rm -rf $(BUILD)
+
+# Dirty-logging benchmark over host modes, split on/off and workloads (long).
+bench: initramfs
+	@$(S)/install-deps.sh
+	@command -v /usr/bin/python3 >/dev/null && /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || \
+		{ apt-get install -y -qq --no-install-recommends python3-matplotlib >/dev/null || \
+		  echo "bench: no matplotlib: the report will have no chart"; }
+	@$(S)/bench.sh

@@ -7,7 +7,7 @@ need "${CROSS}gcc" cpio
 
 matrix=${MATRIX:-$TOP/selftests/matrix.list}
 root=$BUILD/initramfs
-out=$BUILD/initramfs.cpio
+out=${INITRAMFS_OUT:-$BUILD/initramfs.cpio}
 rm -rf "$root"
 mkdir -p "$root"/{tests/bin,proc,sys,dev,tmp}
 
