@@ -13,6 +13,8 @@ MODES=${BENCH_MODES:-"protected protected-nvhe nvhe vhe"}
 MEM=${BENCH_MEM:-32M}
 REPS=${BENCH_REPS:-3}
 VCPUS=${BENCH_VCPUS:-"1 2"}
+# dirty_log_perf_test guest mode 3: 48-bit PA/VA, 4K pages (the seed's setting)
+GUEST_MODE=${BENCH_GUEST_MODE:-3}
 stamp=$(date -u +%Y-%m-%d-%H%M)
 out=$TOP/bench/results/$stamp
 mkdir -p "$out/raw"
@@ -33,7 +35,7 @@ done
 for rep in $(seq 1 "$REPS"); do
 	for c in "${cells[@]}"; do
 		IFS=: read -r split work v mp <<< "$c"
-		args="-s anonymous_hugetlb_2mb -b $MEM -i 3 -v $v"
+		args="-s anonymous_hugetlb_2mb -b $MEM -i 3 -v $v -m $GUEST_MODE"
 		case "$work" in
 		w100) args+=" -w 100" ;;
 		w10) args+=" -w 10" ;;
@@ -49,7 +51,8 @@ echo "bench: ${#cells[@]} cells x $REPS repetitions per mode, modes: $MODES"
 MATRIX=$list INITRAMFS_OUT=$BUILD/bench-initramfs.cpio "$TOP/scripts/mk-initramfs.sh"
 for mode in $MODES; do
 	echo "== $mode ($(date -u +%H:%M:%S))"
-	INITRD=$BUILD/bench-initramfs.cpio "$TOP/scripts/boot.sh" "$mode" default "$mode" |
+	INITRD=$BUILD/bench-initramfs.cpio BOOT_TIMEOUT=${BENCH_BOOT_TIMEOUT:-1800} \
+		"$TOP/scripts/boot.sh" "$mode" default "$mode" |
 		grep -v '^PASS' || true
 	cp "$BUILD/logs/default-$mode-$mode.log" "$out/raw/$mode.log"
 done

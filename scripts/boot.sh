@@ -43,7 +43,7 @@ start=$(date +%s)
 timeout --foreground -k 10 "$limit" qemu-system-aarch64 \
 	-M virt,virtualization=on,gic-version=3 -cpu max,pauth-impdef=on \
 	-smp "${SMP:-2}" -m "${MEM:-2G}" -nographic -no-reboot -nic none \
-	-kernel "$image" -initrd "$initrd" \
+	-kernel "$image" -initrd "$initrd" ${QEMU_EXTRA:-} \
 	-append "console=ttyAMA0 panic=-1 $hp $args pkvm.tests=$list ${EXTRA_CMDLINE:-}" \
 	> "$log" 2>&1 < /dev/null
 qrc=$?
