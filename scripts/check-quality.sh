@@ -8,7 +8,8 @@
 # checkpatch and `git am` are scripts/check-series.sh.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
-need sparse spatch
+need spatch
+sparse=$("$TOP/scripts/build-sparse.sh") || die "no usable sparse"
 
 base_tree=$BUILD/base-tree
 base_obj=$BUILD/obj/base
@@ -41,13 +42,19 @@ for f in "${files[@]}"; do
 done
 
 # Normalise a warning list: drop line numbers and paths before the tree.
-norm() { sed -E 's#^.*/(arch|include|virt)/#\1/#; s#:[0-9]+:[0-9]+:#:#; s#:[0-9]+:#:#' | sort -u; }
+norm() {
+	sed -E 's#^.*/(arch|include|virt)/#\1/#; s#:[0-9]+(-[0-9]+)?:[0-9]+(-[0-9]+)?:#:#; s#:[0-9]+(-[0-9]+)?:#:#; s#line [0-9]+#line N#g' |
+		sort -u
+}
 
 fail=0
 # sparse over arch/arm64/kvm (C=2 checks every file, built or not).
 for side in base our; do
 	if [ $side = base ]; then M=("${BMAKE[@]}"); else M=("${OMAKE[@]}"); fi
-	"${M[@]}" C=2 CHECK="sparse" arch/arm64/kvm/ 2>&1 | grep -E 'warning|error' | norm > "$qdir/sparse-$side.txt"
+	"${M[@]}" C=2 CHECK="$sparse" arch/arm64/kvm/ > "$qdir/sparse-$side.log" 2>&1
+	grep -q "not available or not up to date" "$qdir/sparse-$side.log" &&
+		die "the kernel refused $sparse for C=2"
+	grep -E 'warning|error' "$qdir/sparse-$side.log" | norm > "$qdir/sparse-$side.txt"
 done
 new=$(comm -13 "$qdir/sparse-base.txt" "$qdir/sparse-our.txt")
 if [ -n "$new" ]; then echo "check-quality: sparse warnings the base does not have:"; echo "$new"; fail=1; fi
