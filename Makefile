@@ -52,3 +52,11 @@ bench: initramfs
 		{ apt-get install -y -qq --no-install-recommends python3-matplotlib >/dev/null || \
 		  echo "bench: no matplotlib: the report will have no chart"; }
 	@$(S)/bench.sh
+
+# 4K/16K/64K pages x NVHE_EL2_DEBUG on/off builds, 16K and 64K pKVM boots (long).
+matrix: tree selftests
+	@$(S)/matrix.sh
+
+# Code quality gates (also run by `make test`).
+check: kernel
+	@$(S)/check-series.sh && $(S)/check-quality.sh

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# `make matrix`: build the kernel with 4K, 16K and 64K pages, with and without
+# NVHE_EL2_DEBUG, and boot the 16K and 64K (debug) kernels in protected mode
+# running pkvm_eager_split_test. Results: $BUILD/matrix-results.txt.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+
+VARIANTS=${MATRIX_VARIANTS:-"default nodebug 16k 16k+nodebug 64k 64k+nodebug"}
+BOOTS=${MATRIX_BOOTS:-"16k 64k"}
+res=$BUILD/matrix-results.txt
+: > "$res"
+fail=0
+for v in $VARIANTS; do
+	start=$(date +%s)
+	if "$TOP/scripts/build-kernel.sh" "$v" >/dev/null 2>"$BUILD/matrix-$v.err"; then
+		echo "PASS build $v ($(( $(date +%s) - start ))s)" | tee -a "$res"
+	else
+		echo "FAIL build $v: $(tail -3 "$BUILD/matrix-$v.err" | tr '\n' ' ')" | tee -a "$res"
+		fail=1
+	fi
+done
+
+list=$BUILD/matrix-boot.list
+echo "all pkvm_eager_split_test 600 ./pkvm_eager_split_test -a" > "$list"
+MATRIX=$list INITRAMFS_OUT=$BUILD/matrix-initramfs.cpio "$TOP/scripts/mk-initramfs.sh" >/dev/null
+for v in $BOOTS; do
+	INITRD=$BUILD/matrix-initramfs.cpio "$TOP/scripts/boot.sh" protected "$v" protected |
+		sed "s/^\([A-Z]*\) protected/\1 protected[$v]/" | tee -a "$res"
+	grep -hE "^host pKVM|blocks split by" "$BUILD/logs/$v-protected-protected.log" | sed "s/^/    [$v] /" | tee -a "$res"
+done
+grep -q '^FAIL' "$res" && fail=1
+echo "matrix: $(grep -c '^PASS' "$res") passed, $(grep -c '^FAIL' "$res") failed (results: $res)"
+exit $fail
