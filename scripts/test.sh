@@ -34,6 +34,11 @@ for mode in $MODES; do
 	"$TOP/scripts/boot.sh" "$mode" default | tee -a "$results"
 done
 
+# Checks on what the boots printed.
+case " $MODES " in
+*" protected "*) check memstress-seed "$TOP/scripts/check-seed-log.sh" "$BUILD/logs/default-protected-protected.log" ;;
+esac
+
 pass=$(grep -c '^PASS' "$results")
 fail=$(grep -c '^FAIL' "$results")
 skip=$(grep -c '^SKIP' "$results")
