@@ -36,7 +36,7 @@ done
 
 # Checks on what the boots printed.
 case " $MODES " in
-*" protected "*) check memstress-seed "$TOP/scripts/check-seed-log.sh" "$BUILD/logs/default-protected-protected.log" ;;
+*" protected "*) check memstress-seed "$TOP/scripts/seed-log-check.sh" "$BUILD/logs/default-protected-protected.log" ;;
 esac
 
 pass=$(grep -c '^PASS' "$results")
