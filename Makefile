@@ -8,7 +8,7 @@ export BUILD
 S := $(CURDIR)/scripts
 
 .PHONY: all deps tree kernel selftests initramfs run test check patches \
-	bench matrix clean distclean
+	bench matrix bisect clean distclean
 
 all: initramfs
 
@@ -56,6 +56,10 @@ bench: initramfs
 # 4K/16K/64K pages x NVHE_EL2_DEBUG on/off builds, 16K and 64K pKVM boots (long).
 matrix: tree selftests
 	@$(S)/matrix.sh
+
+# Every prefix of the series builds (kernel, and selftests where touched).
+bisect: kernel
+	@$(S)/check-bisect.sh
 
 # Code quality gates (also run by `make test`).
 check: kernel

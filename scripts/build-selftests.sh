@@ -6,13 +6,13 @@ set -euo pipefail
 need "${CROSS}gcc" make rsync
 
 TESTS=${SELFTESTS:-"dirty_log_test dirty_log_perf_test kvm_page_table_test arm64/stage2_block_transitions arm64/pkvm_eager_split_test set_memory_region_test memslot_modification_stress_test mmu_stress_test"}
-hdr=$BUILD/uapi
-out=$BUILD/selftests
+hdr=${BUILD_SELFTESTS_HDR:-$BUILD/uapi}
+out=${BUILD_SELFTESTS_OUT:-$BUILD/selftests}
 
 key=$(git -C "$TREE" rev-parse HEAD)
 if [ "$(cat "$hdr/.key" 2>/dev/null)" != "$key" ]; then
 	rm -rf "$hdr"
-	make -s -C "$TREE" ARCH=arm64 O="$BUILD/obj/hdr" INSTALL_HDR_PATH="$hdr" headers_install >/dev/null ||
+	make -s -C "$TREE" ARCH=arm64 O="$hdr.obj" INSTALL_HDR_PATH="$hdr" headers_install >/dev/null ||
 		die "headers_install failed"
 	echo "$key" > "$hdr/.key"
 fi
