@@ -78,7 +78,7 @@ grep -aq "# pkvm-init: done" "$log" && [ -n "$want" ] && [ "$want" = "$got" ] ||
 	result FAIL "$mode" "test-run" "init did not finish its list (planned ${want:-?}, reported $got; log: $log)"
 
 # Any kernel or hypervisor complaint fails the boot.
-bad=$(grep -anE 'WARNING:|\bBUG\b|Oops|Kernel panic|hyp panic|HYP panic|Test Assertion Failure|Unable to handle kernel' "$log" | head -20)
+bad=$(grep -anE 'vmstat_refresh: nr_|WARNING:|\bBUG\b|Oops|Kernel panic|hyp panic|HYP panic|Test Assertion Failure|Unable to handle kernel' "$log" | head -20)
 if [ -n "$bad" ]; then
 	result FAIL "$mode" "serial-log" "forbidden lines in $log:"
 	echo "$bad" | sed 's/^/    /'
