@@ -59,7 +59,7 @@ matrix: tree selftests
 
 # Every prefix of the series builds (kernel, and selftests where touched).
 bisect: kernel
-	@$(S)/check-bisect.sh
+	@$(S)/bisect-build.sh
 
 # Code quality gates (also run by `make test`).
 check: kernel
