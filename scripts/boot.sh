@@ -30,7 +30,7 @@ esac
 # Hugepage reservation follows the granule: 2 MiB blocks with 4K pages,
 # 32 MiB with 16K, 512 MiB with 64K.
 case "$variant" in
-*64k*)	hp="hugepagesz=512M hugepages=4"; MEM=${MEM:-3G} ;;
+*64k*)	hp="hugepagesz=512M hugepages=6"; MEM=${MEM:-6G} ;;
 *16k*)	hp="hugepagesz=32M hugepages=24" ;;
 *)	hp="hugepagesz=2M hugepages=${HUGEPAGES:-400}" ;;
 esac
