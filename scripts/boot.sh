@@ -35,13 +35,21 @@ case "$variant" in
 *)	hp="hugepagesz=2M hugepages=${HUGEPAGES:-400}" ;;
 esac
 
+# "nolpa2" kernels run on a CPU without FEAT_LPA2, so that KVM's stage-2
+# does not use it either (16K pKVM with LPA2 stalls at boot, base included:
+# bench/incidents/2026-11-30-16k-pkvm-stall-analysis.txt).
+cpu="max,pauth-impdef=on"
+case "$variant" in
+*nolpa2*) cpu="$cpu,lpa2=off" ;;
+esac
+
 # Per-boot limit: the list's timeouts plus boot slack.
 tl=$(awk '{s += $2} END {print s + 0}' "$BUILD/initramfs/tests/$list.list" 2>/dev/null || echo 600)
 limit=${BOOT_TIMEOUT:-$((tl + 120))}
 
 start=$(date +%s)
 timeout --foreground -k 10 "$limit" qemu-system-aarch64 \
-	-M virt,virtualization=on,gic-version=3 -cpu max,pauth-impdef=on \
+	-M virt,virtualization=on,gic-version=3 -cpu "$cpu" \
 	-smp "${SMP:-2}" -m "${MEM:-2G}" -nographic -no-reboot -nic none \
 	-kernel "$image" -initrd "$initrd" ${QEMU_EXTRA:-} \
 	-append "console=ttyAMA0 panic=-1 $hp $args pkvm.tests=$list ${EXTRA_CMDLINE:-}" \
