@@ -8,7 +8,11 @@
  * __pkvm_tlb_flush_vmid_ipa_nsh with a table of bad arguments and bad
  * memcaches, as a compromised host could, and reports one KTAP line per
  * case: the result must be the documented error, and the following
- * legitimate calls must find the guest's stage-2 unchanged.
+ * legitimate calls must find the guest's stage-2 unchanged. If another VM
+ * is protected and running, its handle must be refused too.
+ *
+ * Reading pkvm_split_abi_dying, for an idle non-protected VM with nothing
+ * mapped, starts its teardown and checks that the split then refuses it.
  */
 
 #include <linux/debugfs.h>
@@ -88,6 +92,37 @@ static void *phys_to_host_va(phys_addr_t phys)
 	return __va(phys);
 }
 
+/*
+ * The TLB hypercalls that take a struct kvm_s2_mmu pointer would have EL2
+ * load whatever VMID and page-table base the host wrote there (or fault on
+ * memory it does not map): in protected mode they are refused. The pointer
+ * used is the VM's own, shared with EL2, so that a regression shows up as a
+ * failed case rather than a hyp panic.
+ */
+static void expect_s2_mmu_refused(struct abi_case_ctx *c, struct kvm *kvm)
+{
+	struct kvm_s2_mmu *mmu = &kvm->arch.mmu;
+	struct arm_smccc_res res;
+
+	arm_smccc_1_1_hvc(KVM_HOST_SMCCC_FUNC(__kvm_tlb_flush_vmid), mmu, &res);
+	report(c, res.a0 == SMCCC_RET_NOT_SUPPORTED, "__kvm_tlb_flush_vmid(host mmu) refused",
+	       res.a0, SMCCC_RET_NOT_SUPPORTED);
+	arm_smccc_1_1_hvc(KVM_HOST_SMCCC_FUNC(__kvm_tlb_flush_vmid_ipa), mmu, 0,
+			  KVM_PGTABLE_LAST_LEVEL, &res);
+	report(c, res.a0 == SMCCC_RET_NOT_SUPPORTED, "__kvm_tlb_flush_vmid_ipa(host mmu) refused",
+	       res.a0, SMCCC_RET_NOT_SUPPORTED);
+	arm_smccc_1_1_hvc(KVM_HOST_SMCCC_FUNC(__kvm_tlb_flush_vmid_ipa_nsh), mmu, 0,
+			  KVM_PGTABLE_LAST_LEVEL, &res);
+	report(c, res.a0 == SMCCC_RET_NOT_SUPPORTED,
+	       "__kvm_tlb_flush_vmid_ipa_nsh(host mmu) refused", res.a0, SMCCC_RET_NOT_SUPPORTED);
+	arm_smccc_1_1_hvc(KVM_HOST_SMCCC_FUNC(__kvm_tlb_flush_vmid_range), mmu, 0, 1, &res);
+	report(c, res.a0 == SMCCC_RET_NOT_SUPPORTED,
+	       "__kvm_tlb_flush_vmid_range(host mmu) refused", res.a0, SMCCC_RET_NOT_SUPPORTED);
+	arm_smccc_1_1_hvc(KVM_HOST_SMCCC_FUNC(__kvm_flush_cpu_context), mmu, &res);
+	report(c, res.a0 == SMCCC_RET_NOT_SUPPORTED, "__kvm_flush_cpu_context(host mmu) refused",
+	       res.a0, SMCCC_RET_NOT_SUPPORTED);
+}
+
 static struct pkvm_mapping *first_block(struct kvm_pgtable *pgt, u64 *bp)
 {
 	struct rb_node *node;
@@ -108,18 +143,98 @@ static struct pkvm_mapping *first_block(struct kvm_pgtable *pgt, u64 *bp)
 	return NULL;
 }
 
+/*
+ * A page the host has donated to protected VM @pvm, or 0 if none. It is
+ * looked up before the table takes its locks, without a reference: the
+ * table expects the protected VM to be idle.
+ */
+static phys_addr_t first_donated_page(struct kvm *pvm)
+{
+	struct rb_node *node;
+	phys_addr_t phys = 0;
+
+	read_lock(&pvm->mmu_lock);
+	node = rb_first_cached(&pvm->arch.mmu.pgt->pkvm_mappings);
+	if (node)
+		phys = PFN_PHYS(rb_entry(node, struct pkvm_mapping, node)->pfn);
+	read_unlock(&pvm->mmu_lock);
+
+	return phys;
+}
+
+/*
+ * A handle in EL2's range that no VM holds: one above the highest in use.
+ * (A VM created meanwhile could take it; the table is meant to run alone.)
+ */
+static pkvm_handle_t unused_handle(void)
+{
+	pkvm_handle_t h = 0;
+	struct kvm *kvm;
+
+	mutex_lock(&kvm_lock);
+	list_for_each_entry(kvm, &vm_list, vm_list)
+		h = max(h, READ_ONCE(kvm->arch.pkvm.handle));
+	mutex_unlock(&kvm_lock);
+
+	return h + 1;
+}
+
+/* Another VM, protected and with its hyp VM created, or NULL; ref held. */
+static struct kvm *get_protected_vm(struct kvm *self)
+{
+	struct kvm *other, *found = NULL;
+
+	mutex_lock(&kvm_lock);
+	list_for_each_entry(other, &vm_list, vm_list) {
+		if (other != self && kvm_vm_is_protected(other) &&
+		    pkvm_hyp_vm_is_created(other) && kvm_get_kvm_safe(other)) {
+			found = other;
+			break;
+		}
+	}
+	mutex_unlock(&kvm_lock);
+
+	return found;
+}
+
+/*
+ * A protected VM's handle is refused by both hypercalls, and a page donated
+ * to it (@donated, looked up before the table's locks) as a memcache page.
+ */
+static void expect_protected_refused(struct abi_case_ctx *c, struct kvm *kvm,
+				     struct kvm *pvm, phys_addr_t donated,
+				     u64 gfn, u64 bp)
+{
+	long ret;
+
+	if (!pvm || !donated) {
+		seq_printf(c->m, "ok %d split: a protected VM # SKIP no protected VM with memory\n",
+			   ++c->nr);
+		return;
+	}
+
+	expect_split(c, "split: a protected VM's handle", pvm->arch.pkvm.handle,
+		     gfn, bp, -EPERM);
+	ret = nsh_hvc(pvm->arch.pkvm.handle, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL);
+	report(c, ret == -EPERM, "nsh flush: a protected VM's handle", ret, -EPERM);
+
+	expect_cache_refused(c, kvm, "split: memcache page donated to a protected guest",
+			     gfn, bp, donated, 1);
+}
+
 static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 {
 	struct kvm_hyp_memcache *mc = &kvm->arch.pkvm.split_mc;
 	struct kvm_hyp_memcache saved, spare = {
 		.flags = HYP_MEMCACHE_ACCOUNT_STAGE2,
 	};
-	pkvm_handle_t h = kvm->arch.pkvm.handle;
+	pkvm_handle_t h = kvm->arch.pkvm.handle, unused;
 	struct kvm_pgtable *pgt = kvm->arch.mmu.pgt;
 	struct abi_case_ctx c = { .m = s };
 	u64 bp, gfn, ipa_pages, done, nr_split;
 	struct pkvm_mapping *m;
-	phys_addr_t *loop;
+	phys_addr_t *loop, donated;
+	struct kvm *pvm;
 	long ret;
 
 	/* Allocations first: the test then runs under mmu_lock. */
@@ -128,6 +243,9 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 		free_hyp_memcache(&spare);
 		return;
 	}
+	pvm = get_protected_vm(kvm);
+	donated = pvm ? first_donated_page(pvm) : 0;
+	unused = unused_handle();
 
 	mutex_lock(&kvm->slots_lock);
 	write_lock(&kvm->mmu_lock);
@@ -145,7 +263,7 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 
 	seq_puts(s, "KTAP version 1\n");
 	expect_split(&c, "split: unknown handle", 0, gfn, bp, -ENOENT);
-	expect_split(&c, "split: unused handle", h + 1, gfn, bp, -ENOENT);
+	expect_split(&c, "split: unused handle", unused, gfn, bp, -ENOENT);
 	expect_split(&c, "split: zero length", h, gfn, 0, -EINVAL);
 	expect_split(&c, "split: unaligned start", h, gfn + 1, bp, -EINVAL);
 	expect_split(&c, "split: unaligned length", h, gfn, bp + 1, -EINVAL);
@@ -164,6 +282,7 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 			     BIT_ULL(47), 1);
 	expect_cache_refused(&c, kvm, "split: memcache page shared with the guest",
 			     gfn, bp, PFN_PHYS(m->pfn), 1);
+	expect_protected_refused(&c, kvm, pvm, donated, gfn, bp);
 
 	/* A list that loops: the page is admitted once, then refused. */
 	loop = pop_hyp_memcache(&spare, phys_to_host_va);
@@ -205,10 +324,14 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	report(&c, !nsh_hvc(h, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL),
 	       "nsh flush: legitimate call", 0, 0);
 
+	expect_s2_mmu_refused(&c, kvm);
+
 	seq_printf(s, "1..%d\n# %d failed\n", c.nr, c.failed);
 unlock:
 	write_unlock(&kvm->mmu_lock);
 	mutex_unlock(&kvm->slots_lock);
+	if (pvm)
+		kvm_put_kvm(pvm);
 	free_hyp_memcache(&spare);
 }
 
@@ -226,9 +349,67 @@ static int pkvm_split_abi_show(struct seq_file *s, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(pkvm_split_abi);
 
+static bool vm_has_mappings(struct kvm *kvm)
+{
+	bool mapped;
+
+	read_lock(&kvm->mmu_lock);
+	mapped = !RB_EMPTY_ROOT(&kvm->arch.mmu.pgt->pkvm_mappings.rb_root);
+	read_unlock(&kvm->mmu_lock);
+
+	return mapped;
+}
+
+/*
+ * Reading pkvm_split_abi_dying starts this VM's teardown at EL2, the first
+ * step kvm_destroy_vm() would take, and checks that the split hypercall
+ * then refuses the VM's handle with -EBUSY, as a host racing its own
+ * teardown would get. The VM is dead afterwards; only a VM that has mapped
+ * no memory and whose vCPUs are not running qualifies.
+ */
+static int pkvm_split_abi_dying_show(struct seq_file *s, void *unused)
+{
+	u64 bp = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
+	struct kvm *kvm = s->private;
+	struct abi_case_ctx c = { .m = s };
+	u64 done = ~0ULL, nr_split = ~0ULL;
+	long ret;
+
+	mutex_lock(&kvm->lock);
+	if (kvm_is_vcpu_creation_in_progress(kvm) || kvm_trylock_all_vcpus(kvm)) {
+		seq_puts(s, "1..0 # SKIP needs an idle VM\n");
+		goto unlock;
+	}
+	if (!pkvm_hyp_vm_is_created(kvm) || kvm_vm_is_protected(kvm) ||
+	    kvm->arch.pkvm.is_dying || vm_has_mappings(kvm)) {
+		seq_puts(s, "1..0 # SKIP needs a non-protected VM with nothing mapped\n");
+		goto unlock_vcpus;
+	}
+
+	ret = kvm_call_hyp_nvhe(__pkvm_start_teardown_vm, kvm->arch.pkvm.handle);
+	kvm->arch.pkvm.is_dying = !ret;
+	seq_puts(s, "KTAP version 1\n");
+	report(&c, !ret, "start of the VM's teardown", ret, 0);
+
+	ret = split_hvc(kvm->arch.pkvm.handle, 0, bp, &done, &nr_split);
+	report(&c, ret == -EBUSY && !nr_split && !done,
+	       "split: a VM being torn down", ret, -EBUSY);
+	seq_printf(s, "1..%d\n# %d failed\n", c.nr, c.failed);
+unlock_vcpus:
+	kvm_unlock_all_vcpus(kvm);
+unlock:
+	mutex_unlock(&kvm->lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(pkvm_split_abi_dying);
+
 void pkvm_split_abi_test_create_debugfs(struct kvm *kvm)
 {
-	if (is_protected_kvm_enabled())
-		debugfs_create_file("pkvm_split_abi", 0400, kvm->debugfs_dentry,
-				    kvm, &pkvm_split_abi_fops);
+	if (!is_protected_kvm_enabled())
+		return;
+
+	debugfs_create_file("pkvm_split_abi", 0400, kvm->debugfs_dentry, kvm,
+			    &pkvm_split_abi_fops);
+	debugfs_create_file("pkvm_split_abi_dying", 0400, kvm->debugfs_dentry,
+			    kvm, &pkvm_split_abi_dying_fops);
 }

@@ -1,67 +1,106 @@
 #!/usr/bin/env bash
-# `make bench`: dirty_log_perf_test over a matrix, side by side, one boot per
-# host mode, cells interleaved and repeated. Results go to
-# bench/results/<date>/ (raw logs, results.csv, results.md, speedup.png).
-#   BENCH_MODES   host modes (default: protected protected-nvhe nvhe vhe)
-#   BENCH_MEM     guest memory per vCPU (default 32M)
-#   BENCH_REPS    repetitions of each cell (default 3)
-#   BENCH_VCPUS   vCPU counts (default "1 2")
+# `make bench`: dirty_log_perf_test side by side over host modes, eager split
+# on/off and, under pKVM, the EL2 fast dirty-fault path on/off, to judge the
+# fast path. Several boots per mode (the headline kernel is the production
+# build, NVHE_EL2_DEBUG off), the cells of each boot in a seeded random order
+# (the seed is printed and recorded), plus one labelled boot of the debug
+# build. Results go to bench/results/<date>/: raw serial logs, results.csv
+# (one row per run), results.md (every target, met or missed, with its
+# range) and speedup.png.
+#   BENCH_MODES    host modes (default: protected protected-nvhe nvhe vhe)
+#   BENCH_BOOTS    boots per mode of the production kernel (default 3)
+#   BENCH_DEBUG    boots of the debug kernel, protected mode only (default 1)
+#   BENCH_MEM      guest memory per vCPU (default 32M)
+#   BENCH_VCPUS    vCPU counts (default "1 2")
+#   BENCH_SEED     shuffle seed (default: the time)
+#   BENCH_VARIANT  headline kernel variant (default nodebug)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 MODES=${BENCH_MODES:-"protected protected-nvhe nvhe vhe"}
+BOOTS=${BENCH_BOOTS:-3}
+DEBUG_BOOTS=${BENCH_DEBUG:-1}
 MEM=${BENCH_MEM:-32M}
-REPS=${BENCH_REPS:-3}
 VCPUS=${BENCH_VCPUS:-"1 2"}
+SEED=${BENCH_SEED:-$(date +%s)}
+VARIANT=${BENCH_VARIANT:-nodebug}
 # dirty_log_perf_test guest mode 3: 48-bit PA/VA, 4K pages (the seed's setting)
 GUEST_MODE=${BENCH_GUEST_MODE:-3}
+PARAM=/sys/module/kvm/parameters/pkvm_fast_dirty
 stamp=$(date -u +%Y-%m-%d-%H%M)
-out=$TOP/bench/results/$stamp
+out=${BENCH_OUT:-$TOP/bench/results/$stamp}
 mkdir -p "$out/raw"
 
-# One cell: split (0 | 2M) x workload x vCPUs x manual-protect (mp | nomp).
-list=$BUILD/bench.matrix
-: > "$list"
-cells=()
-for v in $VCPUS; do
-	for mp in mp nomp; do
-		for work in w100 w10 stride; do
-			for split in 0 2M; do
-				cells+=("$split:$work:$v:$mp")
+case "$BOOTS$DEBUG_BOOTS" in *[!0-9]*) die "BENCH_BOOTS and BENCH_DEBUG are counts" ;; esac
+for v in $VCPUS; do case "$v" in ''|*[!0-9]*|0) die "BENCH_VCPUS: '$v' is not a vCPU count" ;; esac; done
+for m in $MODES; do
+	case "$m" in protected|protected-nvhe|nvhe|vhe) ;; *) die "BENCH_MODES: unknown mode '$m'" ;; esac
+done
+
+"$TOP/scripts/build-kernel.sh" "$VARIANT"
+[ "$DEBUG_BOOTS" -eq 0 ] || "$TOP/scripts/build-kernel.sh" default
+
+# Cells: split:workload:vcpus:fast. Split on with 2 MiB blocks is the case
+# the fast path is for; one split-off cell per mode keeps eager split's own
+# gain in view. fast=1 only means something under pKVM.
+cells() {
+	local mode=$1 fasts=0 v w f
+	case "$mode" in protected*) fasts="1 0" ;; esac
+	for f in $fasts; do
+		for v in $VCPUS; do
+			for w in w10 w100; do
+				echo "2M:$w:$v:$f"
 			done
 		done
+		echo "0:w10:1:$f"
 	done
-done
-for rep in $(seq 1 "$REPS"); do
-	for c in "${cells[@]}"; do
-		IFS=: read -r split work v mp <<< "$c"
+}
+
+# One list per boot, its cells in an order drawn from the seed.
+boot_list() {
+	local mode=$1 boot=$2 list=$3 split work v f args
+	: > "$list"
+	cells "$mode" | shuf --random-source=<(yes "$SEED-$mode-$boot") |
+	while IFS=: read -r split work v f; do
 		args="-s anonymous_hugetlb_2mb -b $MEM -i 3 -v $v -m $GUEST_MODE"
 		case "$work" in
 		w100) args+=" -w 100" ;;
 		w10) args+=" -w 10" ;;
-		stride) args+=" -w 100 -S 2M" ;;
 		esac
-		[ "$mp" = nomp ] && args+=" -g"
 		[ "$split" = 2M ] && args+=" -k 2M"
-		echo "all b_${split}_${work}_${v}_${mp}_r$rep 300 ./dirty_log_perf_test $args" >> "$list"
+		echo "all b_${split}_${work}_${v}_mp_f${f} 300 $PARAM=$f ./dirty_log_perf_test $args" >> "$list"
+	done
+}
+
+run_boot() {
+	local variant=$1 mode=$2 boot=$3 label=$4
+	local list=$BUILD/bench-$label.list
+	boot_list "$mode" "$boot" "$list"
+	echo "== $label: $mode, boot $boot, kernel $variant ($(date -u +%H:%M:%S)); order: $(awk '{print $2}' "$list" | tr '\n' ' ')"
+	MATRIX=$list INITRAMFS_OUT=$BUILD/bench-initramfs.cpio "$TOP/scripts/mk-initramfs.sh" >/dev/null
+	INITRD=$BUILD/bench-initramfs.cpio BOOT_TIMEOUT=${BENCH_BOOT_TIMEOUT:-1800} \
+		"$TOP/scripts/boot.sh" "$mode" "$variant" "$mode" | grep -v '^PASS' || true
+	cp "$BUILD/logs/$variant-$mode-$mode.log" "$out/raw/$label.log"
+}
+
+start=$(date +%s)
+echo "bench: seed $SEED, $BOOTS boots per mode of '$VARIANT', $DEBUG_BOOTS of 'default' (debug EL2), modes: $MODES"
+for boot in $(seq 1 "$BOOTS"); do
+	# The modes too go in a seeded order, boot by boot.
+	for mode in $(printf '%s\n' $MODES | shuf --random-source=<(yes "$SEED-modes-$boot")); do
+		run_boot "$VARIANT" "$mode" "$boot" "$mode-b$boot"
 	done
 done
-echo "bench: ${#cells[@]} cells x $REPS repetitions per mode, modes: $MODES"
-
-MATRIX=$list INITRAMFS_OUT=$BUILD/bench-initramfs.cpio "$TOP/scripts/mk-initramfs.sh"
-for mode in $MODES; do
-	echo "== $mode ($(date -u +%H:%M:%S))"
-	INITRD=$BUILD/bench-initramfs.cpio BOOT_TIMEOUT=${BENCH_BOOT_TIMEOUT:-1800} \
-		"$TOP/scripts/boot.sh" "$mode" default "$mode" |
-		grep -v '^PASS' || true
-	cp "$BUILD/logs/default-$mode-$mode.log" "$out/raw/$mode.log"
+for boot in $(seq 1 "$DEBUG_BOOTS"); do
+	run_boot default protected "$boot" "protected-debug-b$boot"
 done
 
 {
-	echo "date: $stamp (UTC)"
-	echo "machine: $(nproc) cores, $(uname -m), QEMU $(qemu-system-aarch64 --version | head -1 | awk '{print $4}') TCG"
-	echo "kernel: $(git -C "$TREE" describe --always) on base $(git -C "$TREE" rev-parse --short base)"
-	echo "command: make bench BENCH_MODES=\"$MODES\" BENCH_MEM=$MEM BENCH_REPS=$REPS BENCH_VCPUS=\"$VCPUS\""
+	echo "date: $stamp (UTC); took $(( ($(date +%s) - start) / 60 )) min"
+	echo "machine: $(nproc) host cores, $(uname -m), QEMU $(qemu-system-aarch64 --version | head -1 | awk '{print $4}') TCG; guest (L1) -smp ${SMP:-2}"
+	echo "kernel: $(git -C "$TREE" describe --always) on base $(git -C "$TREE" rev-parse --short base); headline variant '$VARIANT', debug rows 'default'"
+	echo "seed: $SEED"
+	echo "command: make bench BENCH_MODES=\"$MODES\" BENCH_BOOTS=$BOOTS BENCH_DEBUG=$DEBUG_BOOTS BENCH_MEM=$MEM BENCH_VCPUS=\"$VCPUS\" BENCH_SEED=$SEED BENCH_VARIANT=$VARIANT"
 } > "$out/README.txt"
 /usr/bin/python3 "$TOP/scripts/bench-report.py" "$out"
-echo "bench: results in $out"
+echo "bench: results in $out ($(( ($(date +%s) - start) / 60 )) min)"

@@ -29,7 +29,7 @@ MATRIX=$list INITRAMFS_OUT=$BUILD/matrix-initramfs.cpio "$TOP/scripts/mk-initram
 for v in $BOOTS; do
 	INITRD=$BUILD/matrix-initramfs.cpio "$TOP/scripts/boot.sh" protected "$v" protected |
 		sed "s/^\([A-Z]*\) protected/\1 protected[$v]/" | tee -a "$res"
-	grep -hE "^host pKVM|blocks split by" "$BUILD/logs/$v-protected-protected.log" | sed "s/^/    [$v] /" | tee -a "$res"
+	grep -hE "^# host pKVM|blocks split by" "$BUILD/logs/$v-protected-protected.log" | sed "s/^/    [$v] /" | tee -a "$res"
 done
 grep -q '^FAIL' "$res" && fail=1
 echo "matrix: $(grep -c '^PASS' "$res") passed, $(grep -c '^FAIL' "$res") failed (results: $res)"

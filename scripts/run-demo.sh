@@ -11,7 +11,7 @@ rc=$?
 log=$BUILD/logs/default-protected-demo.log
 echo
 grep -m1 -oE 'kvm \[[0-9]+\]: Protected .* mode initialized successfully' "$log" || echo "(no pKVM init line!)"
-grep -E '^host pKVM|blocks split by|KVM_CLEAR_DIRTY_LOG of one|^enable-time|^clear-time' "$log" | sed 's/^/  /'
+grep -E '^# (host pKVM|enable-time|clear-time)|blocks split by|KVM_CLEAR_DIRTY_LOG of one' "$log" | sed 's/^# /  /'
 for t in demo_perf_split demo_perf_nosplit; do
 	it=$(sed -n "/# start $t/,/^ok\|^not ok/p" "$log" | grep -m1 'Iteration 2 dirty memory time' | sed 's/.*: //')
 	en=$(sed -n "/# start $t/,/^ok\|^not ok/p" "$log" | grep -m1 'Enabling dirty logging time' | sed 's/.*: //')

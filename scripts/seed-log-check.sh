@@ -6,7 +6,7 @@
 set -euo pipefail
 log=$1
 block=$(sed -n '/# start memstress_seed_check/,/^\(not \)\?ok [0-9]* memstress_seed_check/p' "$log")
-faults=$(echo "$block" | sed -n 's/^Iteration 2 stage-2 faults: \([0-9]*\)$/\1/p' | head -1)
+faults=$(echo "$block" | sed -n 's/^# Iteration 2 stage-2 faults: \([0-9]*\)$/\1/p' | head -1)
 pages=$(( 32 * 1024 * 1024 / 4096 ))
 [ -n "$faults" ] || { echo "seed-log-check: no iteration-2 fault count in $log"; exit 1; }
 # 10% of 8192 pages is 819; allow 5%..20%.

@@ -7,14 +7,24 @@
  * command line), reports each as a KTAP result line on the console and
  * powers the machine off.
  *
+ * A test's own output goes to the console with "# " in front of each line
+ * (as the kselftest runner does), so that the KTAP lines of tests that print
+ * their own ("ok 1 vm0") are never taken for init's. After each test,
+ * vm/stat_refresh folds the per-CPU vmstat deltas in and the kernel reports
+ * any counter that went negative (/proc/meminfo shows those as 0): such a
+ * report fails the test that just ran.
+ *
  * List format, one test per line, '#' for comments:
  *   <name> <timeout in seconds> [VAR=value...] <command> [args...]
  * Commands are looked up in /tests/bin; VAR=value words before the command
- * go to its environment. Exit status 4 (KSFT_SKIP) is a skip.
+ * go to its environment, except /path=value words, whose value init writes
+ * to that file (a module parameter, say) before it runs the command. Exit
+ * status 4 (KSFT_SKIP) is a skip.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -146,41 +156,186 @@ static int load_tests(const char *path)
 	return nr;
 }
 
+/* Copy the test's output to the console, "# " before each line. */
+struct relay {
+	char buf[4096];
+	size_t len;
+};
+
+static void relay_flush(struct relay *r, int all)
+{
+	char *nl;
+
+	while ((nl = memchr(r->buf, '\n', r->len))) {
+		size_t n = nl - r->buf + 1;
+
+		say("# %.*s", (int)n, r->buf);
+		memmove(r->buf, r->buf + n, r->len - n);
+		r->len -= n;
+	}
+	if (r->len && (all || r->len == sizeof(r->buf))) {
+		say("# %.*s\n", (int)r->len, r->buf);
+		r->len = 0;
+	}
+}
+
+/* Returns 0 once the pipe is closed, 1 while it may have more. */
+static int relay_read(struct relay *r, int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	ssize_t n;
+
+	if (poll(&p, 1, 100) <= 0)
+		return 1;
+	n = read(fd, r->buf + r->len, sizeof(r->buf) - r->len);
+	if (n <= 0)
+		return n < 0 && errno == EINTR;
+	r->len += n;
+	relay_flush(r, 0);
+	return 1;
+}
+
+/*
+ * Fold the per-CPU vmstat deltas in; the kernel logs "vmstat_refresh: <item>
+ * <value>" for any counter below zero. Returns 1 and the first such line in
+ * @why if one is new: a counter that went negative, or further negative,
+ * since the last check. (One that stays negative fails the boot's serial-log
+ * check, not every later test.)
+ */
+static int vmstat_negative(char *why, size_t len)
+{
+	static char reported[1024];
+	char rec[1024], now[1024] = "";
+	int kmsg, fd, found = 0;
+	ssize_t n;
+
+	kmsg = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
+	if (kmsg >= 0)
+		lseek(kmsg, 0, SEEK_END);
+	fd = open("/proc/sys/vm/stat_refresh", O_WRONLY);
+	if (fd < 0 || write(fd, "1", 1) != 1) {
+		snprintf(why, len, "vm/stat_refresh: %s", strerror(errno));
+		found = 1;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (kmsg < 0)
+		return found;
+	while ((n = read(kmsg, rec, sizeof(rec) - 1)) > 0) {
+		char *msg;
+
+		rec[n] = '\0';
+		msg = strstr(rec, "vmstat_refresh: ");
+		if (!msg)
+			continue;
+		msg[strcspn(msg, "\n")] = '\0';
+		if (!found && !strstr(reported, msg)) {
+			snprintf(why, len, "%s", msg);
+			found = 1;
+		}
+		if (strlen(now) + strlen(msg) + 2 < sizeof(now)) {
+			strcat(now, msg);
+			strcat(now, "\n");
+		}
+	}
+	close(kmsg);
+	memcpy(reported, now, sizeof(reported));
+	/* Let the console print the kernel's own line before ours. */
+	if (now[0])
+		usleep(300 * 1000);
+	return found;
+}
+
+/* Write the value of each /path=value word to its file. */
+static int write_settings(struct test *t, char *why, size_t len)
+{
+	for (char **e = t->envp; *e; e++) {
+		char path[256], *eq = strchr(*e, '=');
+		int fd, n = strlen(eq + 1);
+
+		if ((*e)[0] != '/')
+			continue;
+		snprintf(path, sizeof(path), "%.*s", (int)(eq - *e), *e);
+		fd = open(path, O_WRONLY);
+		if (fd < 0 || write(fd, eq + 1, n) != n) {
+			snprintf(why, len, "cannot write %.16s to %.80s: %.20s", eq + 1, path,
+				 strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			return -1;
+		}
+		close(fd);
+		say("# init: %s=%s\n", path, eq + 1);
+	}
+	return 0;
+}
+
 /* Run one test; returns a KTAP result suffix in @why (empty when it passed). */
 static int run_test(struct test *t, char *why, size_t len)
 {
 	time_t start = time(NULL);
-	int status, ret;
+	struct relay out = { .len = 0 };
+	int status, ret, fds[2], open_pipe = 1, neg;
+	char vmwhy[128];
 	pid_t pid;
 
+	if (write_settings(t, why, len))
+		return -1;
+	if (pipe(fds)) {
+		snprintf(why, len, "pipe: %s", strerror(errno));
+		return -1;
+	}
 	pid = fork();
 	if (pid < 0) {
 		snprintf(why, len, "fork: %s", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
 		return -1;
 	}
 	if (pid == 0) {
 		setpgid(0, 0);
+		dup2(fds[1], 1);
+		dup2(fds[1], 2);
+		close(fds[0]);
+		close(fds[1]);
 		for (char **e = t->envp; *e; e++)
-			putenv(*e);
+			if ((*e)[0] != '/')
+				putenv(*e);
 		execv(t->argv[0], t->argv);
-		fprintf(stderr, "# init: exec %s: %s\n", t->argv[0], strerror(errno));
+		fprintf(stderr, "init: exec %s: %s\n", t->argv[0], strerror(errno));
 		_exit(127);
 	}
+	close(fds[1]);
 
 	for (;;) {
+		if (open_pipe)
+			open_pipe = relay_read(&out, fds[0]);
+		else
+			usleep(100 * 1000);
 		ret = waitpid(pid, &status, WNOHANG);
 		if (ret == pid)
 			break;
 		if (time(NULL) - start > t->timeout) {
 			kill(-pid, SIGKILL);
 			waitpid(pid, &status, 0);
+			while (open_pipe)
+				open_pipe = relay_read(&out, fds[0]);
+			relay_flush(&out, 1);
+			close(fds[0]);
 			snprintf(why, len, "timeout after %ds", t->timeout);
 			return -1;
 		}
-		usleep(100 * 1000);
 	}
+	/* The test's children may hold the pipe: read what is there, briefly. */
+	for (int i = 0; open_pipe && i < 20; i++)
+		open_pipe = relay_read(&out, fds[0]);
+	relay_flush(&out, 1);
+	close(fds[0]);
 
 	say("# %s: %lds\n", t->name, (long)(time(NULL) - start));
+	neg = vmstat_negative(vmwhy, sizeof(vmwhy));
+	if (neg)
+		say("# init: after %s: %s\n", t->name, vmwhy);
 	if (WIFSIGNALED(status)) {
 		snprintf(why, len, "killed by signal %d", WTERMSIG(status));
 		return -1;
@@ -193,13 +348,17 @@ static int run_test(struct test *t, char *why, size_t len)
 		snprintf(why, len, "exit status %d", WEXITSTATUS(status));
 		return -1;
 	}
+	if (neg) {
+		snprintf(why, len, "%s", vmwhy);
+		return -1;
+	}
 	why[0] = '\0';
 	return 0;
 }
 
 int main(void)
 {
-	char list[64], path[128], why[128];
+	char list[64], path[128], why[256];
 	int i, nr, ret;
 
 	setup();

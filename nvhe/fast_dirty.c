@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Guest writes to pages write-protected for dirty logging, resolved at EL2.
+ *
+ * Under pKVM, EL2 owns a non-protected guest's stage-2. When it
+ * write-protects a page for dirty logging (__pkvm_host_wrprotect_guest), a
+ * page that was writable keeps a mark in a software bit of its entry:
+ * PKVM_DIRTY_LOG_MARK. A later guest write to that page takes a stage-2
+ * permission fault, which EL2 sees first: it records the page's frame in the
+ * vCPU's dirty buffer, makes the page writable again, clears the mark,
+ * invalidates the TLB entry on this CPU only and re-enters the guest,
+ * without a trip to the host and without any host lock.
+ *
+ * The dirty buffer is a host page, shared with EL2 and pinned for the vCPU's
+ * life. EL2 keeps its own count of what it wrote: the host can read and
+ * scribble over the page, never make EL2 write outside it. The count and the
+ * vCPU's counters reach the host on every exit of the vCPU, and the host
+ * drains the buffer into the memslot's dirty log before it runs the vCPU
+ * again. A full buffer sends the fault to the host, which resolves it the
+ * usual way.
+ *
+ * EL2 only ever restores a write permission it removed itself: the mark is
+ * set on last-level pages that were writable, never on blocks, never on a
+ * page the host mapped read-only, and only for non-protected VMs. The host
+ * can turn the path off per vCPU (no buffer) and it is only taken while at
+ * least one of the VM's memslots logs dirty pages, so that a write after
+ * logging stops still reaches the host, which collapses split blocks.
+ */
+
+#include <asm/kvm_emulate.h>
+#include <asm/kvm_hyp.h>
+#include <asm/kvm_mmu.h>
+#include <asm/kvm_pkvm.h>
+
+#include <nvhe/mem_protect.h>
+#include <nvhe/memory.h>
+#include <nvhe/pkvm.h>
+
+int pkvm_vcpu_init_dirty_buf(struct pkvm_hyp_vcpu *hyp_vcpu,
+			     struct kvm_vcpu *host_vcpu)
+{
+	struct pkvm_dirty_buf *buf = READ_ONCE(host_vcpu->arch.pkvm_dirty_buf);
+
+	hyp_vcpu->dirty_buf = NULL;
+	if (!buf || pkvm_hyp_vcpu_is_protected(hyp_vcpu))
+		return 0;
+
+	buf = kern_hyp_va(buf);
+	if (!IS_ALIGNED((unsigned long)buf, PAGE_SIZE))
+		return -EINVAL;
+
+	/* The host must own and share every byte of it, and keep sharing it. */
+	if (hyp_pin_shared_mem(buf, buf + 1))
+		return -EPERM;
+
+	hyp_vcpu->dirty_buf = buf;
+	return 0;
+}
+
+void pkvm_vcpu_unpin_dirty_buf(struct pkvm_hyp_vcpu *hyp_vcpu)
+{
+	struct pkvm_dirty_buf *buf = hyp_vcpu->dirty_buf;
+
+	if (buf)
+		hyp_unpin_shared_mem(buf, buf + 1);
+	hyp_vcpu->dirty_buf = NULL;
+}
+
+/* The host drained the buffer before this entry: start it afresh. */
+void pkvm_dirty_log_enter(struct pkvm_hyp_vcpu *hyp_vcpu)
+{
+	hyp_vcpu->dirty = (struct pkvm_dirty_log_state) { };
+}
+
+/* Report what this run did; the host drains gfn[0..nr) before the next. */
+void pkvm_dirty_log_exit(struct pkvm_hyp_vcpu *hyp_vcpu)
+{
+	struct pkvm_dirty_buf *buf = hyp_vcpu->dirty_buf;
+	struct pkvm_dirty_log_state *st = &hyp_vcpu->dirty;
+
+	if (!buf)
+		return;
+
+	WRITE_ONCE(buf->nr, st->nr);
+	WRITE_ONCE(buf->spurious, st->spurious);
+	WRITE_ONCE(buf->full, st->full);
+	WRITE_ONCE(buf->ticks, st->ticks);
+}
+
+/*
+ * Called from the guest-exit path on a data abort of a non-protected guest,
+ * after the fault information has been populated. Returns true if the fault
+ * was resolved here and the guest can be re-entered, false to hand it to the
+ * host unchanged.
+ */
+bool pkvm_handle_dirty_fault(struct kvm_vcpu *vcpu)
+{
+	struct pkvm_hyp_vcpu *hyp_vcpu = container_of(vcpu, struct pkvm_hyp_vcpu, vcpu);
+	struct pkvm_dirty_buf *buf = hyp_vcpu->dirty_buf;
+	struct pkvm_dirty_log_state *st = &hyp_vcpu->dirty;
+	struct pkvm_hyp_vm *vm;
+	phys_addr_t ipa;
+	u64 start;
+	bool full;
+	s8 level;
+	int ret;
+
+	if (!buf || !kvm_vcpu_trap_is_permission_fault(vcpu) ||
+	    !kvm_is_write_fault(vcpu))
+		return false;
+
+	vm = pkvm_hyp_vcpu_to_hyp_vm(hyp_vcpu);
+	if (!atomic_read(&vm->host_kvm->nr_memslots_dirty_logging))
+		return false;
+
+	ipa = kvm_vcpu_get_fault_ipa(vcpu);
+	if (ipa == INVALID_GPA)
+		return false;
+	ipa = ALIGN_DOWN(ipa, PAGE_SIZE);
+	start = read_sysreg(cntpct_el0);
+
+	/*
+	 * Record the frame before the page can become writable: the slot is
+	 * only kept (nr advanced) if the page is made writable below. With
+	 * the buffer full, a marked page is left to the host.
+	 */
+	full = st->nr == PKVM_DIRTY_BUF_ENTRIES;
+	if (!full)
+		WRITE_ONCE(buf->gfn[st->nr], ipa >> PAGE_SHIFT);
+
+	ret = __pkvm_guest_relax_marked(vm, ipa, !full, &level);
+	switch (ret) {
+	case 0:
+		st->nr++;
+		break;
+	case -EALREADY:
+		/* Writable already: a stale TLB entry on this CPU. */
+		st->spurious++;
+		break;
+	case -ENOSPC:
+		st->full++;
+		return false;
+	default:
+		return false;
+	}
+
+	__kvm_tlb_flush_vmid_ipa_nsh(&vm->kvm.arch.mmu, ipa, level);
+	st->ticks += read_sysreg(cntpct_el0) - start;
+
+	return true;
+}
