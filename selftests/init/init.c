@@ -111,7 +111,7 @@ static void list_name(char *buf, size_t len)
 	if (!p)
 		return;
 	p += strlen("pkvm.tests=");
-	e = p + strcspn(p, " \n");
+	e = p + strcspn(p, "\n ");
 	snprintf(buf, len, "%.*s", (int)(e - p), p);
 }
 
