@@ -87,6 +87,23 @@ static void expect_cache_refused(struct abi_case_ctx *c, struct kvm *kvm,
 	       "  ... and the host's memcache is left alone", mc->nr_pages, nr);
 }
 
+/*
+ * The top page of the address space lies beyond the host's PA range,
+ * whatever its size: the donation refuses it as an invalid range.
+ */
+static void expect_cache_beyond_pa(struct abi_case_ctx *c, struct kvm *kvm,
+				   const char *what, u64 gfn, u64 bp)
+{
+	struct kvm_hyp_memcache *mc = &kvm->arch.pkvm.split_mc;
+	phys_addr_t head = PAGE_MASK;
+
+	mc->head = head;
+	mc->nr_pages = 1;
+	expect_split(c, what, kvm->arch.pkvm.handle, gfn, bp, -EINVAL);
+	report(c, mc->head == head && mc->nr_pages == 1,
+	       "  ... and the host's memcache is left alone", mc->nr_pages, 1);
+}
+
 static void *phys_to_host_va(phys_addr_t phys)
 {
 	return __va(phys);
@@ -279,7 +296,9 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	expect_cache_refused(&c, kvm, "split: memcache page is MMIO (PA 0)", gfn, bp,
 			     0, 1);
 	expect_cache_refused(&c, kvm, "split: memcache page beyond memory", gfn, bp,
-			     BIT_ULL(47), 1);
+			     memblock_end_of_DRAM(), 1);
+	expect_cache_beyond_pa(&c, kvm, "split: memcache page beyond the PA range",
+			       gfn, bp);
 	expect_cache_refused(&c, kvm, "split: memcache page shared with the guest",
 			     gfn, bp, PFN_PHYS(m->pfn), 1);
 	expect_protected_refused(&c, kvm, pvm, donated, gfn, bp);
@@ -293,12 +312,16 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	report(&c, mc->head == __pa(loop) && mc->nr_pages == 1,
 	       "  ... and its page went to EL2 once", mc->nr_pages, 1);
 
-	/* EL2 kept the looped page: it splits one block, then stops. */
+	/*
+	 * EL2 kept the looped page: it splits one block, then runs out of
+	 * pages: -ENOMEM, with x2 and x3 saying what was split.
+	 */
 	mc->head = 0;
 	mc->nr_pages = 0;
 	ret = split_hvc(h, gfn, 2 * bp, &done, &nr_split);
-	report(&c, !ret && nr_split == 1 && done == bp,
-	       "split: the page admitted once splits one block", nr_split, 1);
+	report(&c, ret == -ENOMEM && nr_split == 1 && done == bp,
+	       "split: the page admitted once splits one block, then -ENOMEM", ret,
+	       -ENOMEM);
 	expect_split(&c, "split: nothing left for the next block", h, gfn + bp, bp,
 		     -ENOMEM);
 

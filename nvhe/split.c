@@ -30,6 +30,7 @@ static int admit_split_pages(struct kvm_hyp_memcache *host_mc,
 		.head		= READ_ONCE(host_mc->head),
 		.nr_pages	= READ_ONCE(host_mc->nr_pages),
 	};
+	unsigned long taken = 0;
 	int ret = 0;
 
 	while (mc->nr_pages < want && tmp.nr_pages) {
@@ -39,10 +40,13 @@ static int admit_split_pages(struct kvm_hyp_memcache *host_mc,
 
 		push_hyp_memcache(mc, pop_hyp_memcache(&tmp, hyp_phys_to_virt),
 				  hyp_virt_to_phys);
+		taken++;
 	}
 
-	WRITE_ONCE(host_mc->head, tmp.head);
-	WRITE_ONCE(host_mc->nr_pages, tmp.nr_pages);
+	if (taken) {
+		WRITE_ONCE(host_mc->head, tmp.head);
+		WRITE_ONCE(host_mc->nr_pages, tmp.nr_pages);
+	}
 
 	return ret;
 }
@@ -75,6 +79,7 @@ int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 	struct kvm_hyp_memcache admitted = {};
 	struct pkvm_hyp_vm *vm;
 	u64 ipa, next, want;
+	unsigned int split;
 	int ret;
 
 	*done = 0;
@@ -118,11 +123,8 @@ int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 	ipa = hyp_pfn_to_phys(gfn);
 	ret = __pkvm_host_split_guest_locked(vm, ipa, nr_pages << PAGE_SHIFT,
 					     &admitted, KVM_PKVM_SPLIT_MAX_BLOCKS,
-					     &next);
-	if (ret >= 0) {
-		*nr_split = ret;
-		ret = 0;
-	}
+					     &next, &split);
+	*nr_split = split;
 	*done = (next - ipa) >> PAGE_SHIFT;
 put:
 	put_pkvm_hyp_vm(vm);

@@ -120,7 +120,8 @@ static struct {
 	u64 host, el2, full, spurious;
 } pass_faults;
 
-#define DIRTY_BUF_ENTRIES	509	/* PKVM_DIRTY_BUF_ENTRIES */
+/* Frames a vCPU's dirty buffer takes per run (kvm.pkvm_dirty_buf_entries). */
+static u64 dirty_buf_entries = 509;
 
 static void read_split_stats(struct test_vm *t, struct split_stats *s)
 {
@@ -308,9 +309,14 @@ static void check_fault_path(const char *when)
 	TEST_ASSERT(pass_faults.host == pass_faults.full,
 		    "%s: the host resolved %lu faults, %lu of them for a full dirty buffer",
 		    when, pass_faults.host, pass_faults.full);
-	TEST_ASSERT(pass_faults.el2 >= DIRTY_BUF_ENTRIES * pass_faults.full,
-		    "%s: dirty buffer full %lu times after %lu faults resolved at EL2",
-		    when, pass_faults.full, pass_faults.el2);
+	TEST_ASSERT(pass_faults.el2 >= dirty_buf_entries * pass_faults.full,
+		    "%s: dirty buffer of %lu full %lu times after %lu faults resolved at EL2",
+		    when, dirty_buf_entries, pass_faults.full, pass_faults.el2);
+	/* A small buffer must fill: an exit every few faults is not expected. */
+	if (dirty_buf_entries <= 64 && pass_faults.el2 >= 8 * dirty_buf_entries)
+		TEST_ASSERT(pass_faults.full,
+			    "%s: %lu faults resolved at EL2 and a dirty buffer of %lu never full",
+			    when, pass_faults.el2, dirty_buf_entries);
 	pr_info("%s: %lu faults resolved at EL2, %lu by the host (buffer full), %lu stale TLB entries\n",
 		when, pass_faults.el2, pass_faults.host, pass_faults.spurious);
 }
@@ -469,7 +475,7 @@ static void test_split_on_enable(void)
 	 * Fewer pages than the dirty buffer holds: with the fast path, every
 	 * fault is EL2's and no exit is needed.
 	 */
-	n = min_t(u64, t.npages, DIRTY_BUF_ENTRIES - 9);
+	n = min_t(u64, t.npages, dirty_buf_entries > 10 ? dirty_buf_entries - 9 : 1);
 	faults = guest_pass(&t, CMD_WRITE, 0, n, 1, 0, 7);
 	TEST_ASSERT(faults == n, "short write pass: %lu faults for %lu pages", faults, n);
 	check_fault_path("short write pass");
@@ -1363,6 +1369,7 @@ static void test_kill_mid_split(u64 secpt)
 }
 
 #define FAST_DIRTY_PARAM	"/sys/module/kvm/parameters/pkvm_fast_dirty"
+#define DIRTY_BUF_PARAM		"/sys/module/kvm/parameters/pkvm_dirty_buf_entries"
 
 static bool fast_dirty_enabled(void)
 {
@@ -1377,10 +1384,28 @@ static bool fast_dirty_enabled(void)
 	return val == 'Y';
 }
 
-/* Leave the parameter as it was found, even when an assertion fails. */
+/* Leave the parameters as they were found, even when an assertion fails. */
 static void restore_fast_dirty(void)
 {
 	write_file(FAST_DIRTY_PARAM, "1");
+	write_file(DIRTY_BUF_PARAM, "509");
+}
+
+/*
+ * The enable-time test again with a dirty buffer of 16 frames: EL2 leaves a
+ * fault on a marked page to the host each time it fills, and the host
+ * resolves exactly those.
+ */
+static void test_small_dirty_buffer(u64 secpt)
+{
+	atexit(restore_fast_dirty);
+	TEST_ASSERT(write_file(DIRTY_BUF_PARAM, "16"), "cannot write " DIRTY_BUF_PARAM);
+	dirty_buf_entries = read_u64_file(DIRTY_BUF_PARAM);
+	TEST_ASSERT_EQ(dirty_buf_entries, 16);
+	test_split_on_enable();
+	check_no_leak(secpt, "enable-time split, 16-frame dirty buffer");
+	TEST_ASSERT(write_file(DIRTY_BUF_PARAM, "509"), "cannot write " DIRTY_BUF_PARAM);
+	dirty_buf_entries = read_u64_file(DIRTY_BUF_PARAM);
 }
 
 /* The same clear-time test with every dirty-logging fault left to the host. */
@@ -1461,8 +1486,11 @@ int main(int argc, char *argv[])
 	test_split_shared_with_other_vm();
 	check_no_leak(secpt, "split shared with another guest");
 	if (pkvm) {
-		if (fast_dirty)
+		if (fast_dirty) {
+			dirty_buf_entries = read_u64_file(DIRTY_BUF_PARAM);
+			test_small_dirty_buffer(secpt);
 			test_fast_dirty_off(secpt);
+		}
 		test_split_topup_failure(fault_required);
 		check_no_leak(secpt, "failed top-ups");
 		test_abi_hostile(abi_required);
