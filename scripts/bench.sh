@@ -8,7 +8,7 @@
 # (one row per run), results.md (every target, met or missed, with its
 # range) and speedup.png.
 #   BENCH_MODES    host modes (default: protected protected-nvhe nvhe vhe)
-#   BENCH_BOOTS    boots per mode of the production kernel (default 3)
+#   BENCH_BOOTS    boots per mode of the production kernel (default 5)
 #   BENCH_DEBUG    boots of the debug kernel, protected mode only (default 1)
 #   BENCH_MEM      guest memory per vCPU (default 32M)
 #   BENCH_VCPUS    vCPU counts (default "1 2")
@@ -18,7 +18,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 MODES=${BENCH_MODES:-"protected protected-nvhe nvhe vhe"}
-BOOTS=${BENCH_BOOTS:-3}
+BOOTS=${BENCH_BOOTS:-5}
 DEBUG_BOOTS=${BENCH_DEBUG:-1}
 MEM=${BENCH_MEM:-32M}
 VCPUS=${BENCH_VCPUS:-"1 2"}
@@ -56,11 +56,19 @@ cells() {
 	done
 }
 
+# Lines of stdin in an order drawn from the seed string $1.
+seeded_shuffle() {
+	/usr/bin/python3 -c 'import random, sys
+lines = sys.stdin.read().split()
+random.Random(sys.argv[1]).shuffle(lines)
+print("\n".join(lines))' "$1"
+}
+
 # One list per boot, its cells in an order drawn from the seed.
 boot_list() {
 	local mode=$1 boot=$2 list=$3 split work v f args
 	: > "$list"
-	cells "$mode" | shuf --random-source=<(yes "$SEED-$mode-$boot") |
+	cells "$mode" | seeded_shuffle "$SEED-$mode-$boot" |
 	while IFS=: read -r split work v f; do
 		args="-s anonymous_hugetlb_2mb -b $MEM -i 3 -v $v -m $GUEST_MODE"
 		case "$work" in
@@ -87,7 +95,7 @@ start=$(date +%s)
 echo "bench: seed $SEED, $BOOTS boots per mode of '$VARIANT', $DEBUG_BOOTS of 'default' (debug EL2), modes: $MODES"
 for boot in $(seq 1 "$BOOTS"); do
 	# The modes too go in a seeded order, boot by boot.
-	for mode in $(printf '%s\n' $MODES | shuf --random-source=<(yes "$SEED-modes-$boot")); do
+	for mode in $(printf '%s\n' $MODES | seeded_shuffle "$SEED-modes-$boot"); do
 		run_boot "$VARIANT" "$mode" "$boot" "$mode-b$boot"
 	done
 done
