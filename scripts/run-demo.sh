@@ -12,13 +12,13 @@ mkdir -p "$BUILD/logs"
 echo "Booting pKVM under QEMU (TCG); progress from the serial log:"
 "$TOP/scripts/boot.sh" protected default demo > "$BUILD/demo-results.txt" &
 boot=$!
-# Stream what the guest is doing while it boots and runs.
-tail -n +1 -f "$log" 2>/dev/null | grep --line-buffered -aE \
+# Stream what the guest is doing while it boots and runs; tail stops
+# within a second of the boot.
+tail -n +1 -f --pid="$boot" "$log" 2>/dev/null | grep --line-buffered -aE \
 	'Protected .* mode initialized|^# start |^(not )?ok [0-9]+ ' | sed -u 's/^/  | /' &
 tailer=$!
 wait "$boot"
 rc=$?
-kill "$tailer" 2>/dev/null
 wait "$tailer" 2>/dev/null
 echo
 grep -aE '^# (host pKVM|enable-time|clear-time)|blocks split by|KVM_CLEAR_DIRTY_LOG of one|faults resolved at EL2' "$log" |
