@@ -27,4 +27,8 @@ make -s -C "$TREE/tools/testing/selftests/kvm" ARCH=arm64 CROSS_COMPILE="$CROSS"
 	CC="ccache ${CROSS}gcc" LDFLAGS=-static KHDR_INCLUDES="-isystem $hdr/include" \
 	OUTPUT="$out" -j"$JOBS" "${targets[@]}" > "$out/build.log" 2>&1 ||
 	{ tail -40 "$out/build.log" >&2; die "selftest build failed (log: $out/build.log)"; }
+# A warning in a test is a bug in the test: fail on any.
+if grep "warning:" "$out/build.log" >&2; then
+	die "selftest build has warnings (log: $out/build.log)"
+fi
 echo "build-selftests: built ${#targets[@]} tests into $out"

@@ -244,7 +244,7 @@ static u64 guest_pass(struct test_vm *t, int cmd, u64 first, u64 last,
 		      u64 stride, u64 offset, u8 seed)
 {
 	struct ucall uc;
-	u64 before, i;
+	u64 i;
 
 	guest_cmd = cmd;
 	guest_first = first;
@@ -426,6 +426,24 @@ static void check_split(struct test_vm *t, struct split_stats *before,
 		now.donated - before->donated, now.max_cycles);
 }
 
+/*
+ * A write pass over every @stride-th page from @offset must fault exactly
+ * once per write-protected page (@expected), where the fast path says, and
+ * leave an exact dirty log and every word of memory as written.
+ */
+static void check_write_pass(struct test_vm *t, u64 stride, u64 offset, u8 seed,
+			     u64 expected, const char *when)
+{
+	u64 faults = guest_pass(t, CMD_WRITE, 0, t->npages, stride, offset, seed);
+
+	TEST_ASSERT(faults == expected, "%s: %lu faults for %lu write-protected pages",
+		    when, faults, expected);
+	check_fault_path(when);
+	kvm_vm_get_dirty_log(t->vm, DATA_SLOT, t->bitmap);
+	check_bitmap(t, when);
+	check_memory(t, when);
+}
+
 /* Without manual-protect: enabling dirty logging splits every block. */
 static void test_split_on_enable(void)
 {
@@ -457,15 +475,8 @@ static void test_split_on_enable(void)
 	TEST_ASSERT(!faults, "read pass after split took %lu stage-2 faults", faults);
 
 	for (k = 0; k < 3; k++) {
-		n = count_pages(0, t.npages, 3, k);
-		faults = guest_pass(&t, CMD_WRITE, 0, t.npages, 3, k, 2 + k);
-		TEST_ASSERT(faults == n, "write pass %lu: %lu faults for %lu write-protected pages",
-			    k, faults, n);
-		check_fault_path("write pass");
-		kvm_vm_get_dirty_log(t.vm, DATA_SLOT, t.bitmap);
-		check_bitmap(&t, "write pass");
+		check_write_pass(&t, 3, k, 2 + k, count_pages(0, t.npages, 3, k), "write pass");
 		bitmap_zero(t.expect, t.npages);
-		check_memory(&t, "write pass");
 
 		faults = guest_pass(&t, CMD_READ, 0, t.npages, 1, 0, 0);
 		TEST_ASSERT(!faults, "read pass %lu took %lu stage-2 faults", k, faults);
@@ -517,7 +528,7 @@ static void test_split_on_clear(void)
 {
 	struct split_stats s0, s1, s2;
 	struct test_vm t;
-	u64 faults, half, b, n, k, blocks;
+	u64 faults, half, b, k, blocks;
 
 	create_test_vm(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE | KVM_DIRTY_LOG_INITIALLY_SET);
 	half = t.nr_blocks / 2;
@@ -564,13 +575,8 @@ static void test_split_on_clear(void)
 	TEST_ASSERT(!faults, "read pass after clearing took %lu faults", faults);
 
 	/* Write every third page: exactly the write-protected ones fault. */
-	n = count_ro_pages(0, t.npages, 3, 0);
-	faults = guest_pass(&t, CMD_WRITE, 0, t.npages, 3, 0, 2);
-	TEST_ASSERT(faults == n, "write pass: %lu faults, expected %lu", faults, n);
-	check_fault_path("write pass (manual protect)");
-	kvm_vm_get_dirty_log(t.vm, DATA_SLOT, t.bitmap);
-	check_bitmap(&t, "write pass (manual protect)");
-	check_memory(&t, "write pass (manual protect)");
+	check_write_pass(&t, 3, 0, 2, count_ro_pages(0, t.npages, 3, 0),
+			 "write pass (manual protect)");
 
 	/* Clear the rest in 64-page words: every remaining block splits. */
 	read_split_stats(&t, &s0);
@@ -586,13 +592,7 @@ static void test_split_on_clear(void)
 
 	faults = guest_pass(&t, CMD_READ, 0, t.npages, 1, 0, 0);
 	TEST_ASSERT(!faults, "final read pass took %lu faults", faults);
-	n = count_ro_pages(0, t.npages, 5, 1);
-	faults = guest_pass(&t, CMD_WRITE, 0, t.npages, 5, 1, 3);
-	TEST_ASSERT(faults == n, "final write pass: %lu faults, expected %lu", faults, n);
-	check_fault_path("final write pass");
-	kvm_vm_get_dirty_log(t.vm, DATA_SLOT, t.bitmap);
-	check_bitmap(&t, "final write pass");
-	check_memory(&t, "final");
+	check_write_pass(&t, 5, 1, 3, count_ro_pages(0, t.npages, 5, 1), "final write pass");
 
 	destroy_test_vm(&t);
 }
@@ -1101,7 +1101,7 @@ static void test_split_vs_vcpu_faults(void)
 {
 	struct race_vcpu r[2];
 	struct split_stats s0, s1;
-	u64 words, round, j, w, i, n, faults;
+	u64 words, round, j, w, i, faults;
 	struct test_vm t;
 
 	create_test_vm_vcpus(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
@@ -1165,14 +1165,8 @@ static void test_split_vs_vcpu_faults(void)
 	clear_range(&t, 0, t.npages);
 	faults = guest_pass(&t, CMD_READ, 0, t.npages, 1, 0, 0);
 	TEST_ASSERT(!faults, "read pass after the race took %lu faults", faults);
-	n = count_pages(0, t.npages, 7, 3);
-	faults = guest_pass(&t, CMD_WRITE, 0, t.npages, 7, 3, 42);
-	TEST_ASSERT(faults == n, "write pass after the race: %lu faults, expected %lu",
-		    faults, n);
-	check_fault_path("write pass after the race");
-	kvm_vm_get_dirty_log(t.vm, DATA_SLOT, t.bitmap);
-	check_bitmap(&t, "after the race");
-	check_memory(&t, "after the race");
+	check_write_pass(&t, 7, 3, 42, count_pages(0, t.npages, 7, 3),
+			 "write pass after the race");
 	destroy_test_vm(&t);
 }
 
