@@ -22,6 +22,8 @@
 #include <asm/kvm_mmu.h>
 #include <asm/kvm_pkvm.h>
 
+#include "hyp_constants.h"
+
 struct abi_case_ctx {
 	struct seq_file *m;
 	int nr, failed;
@@ -73,7 +75,11 @@ static void expect_split(struct abi_case_ctx *c, const char *what,
 	report(c, ret == want && !nr_split, what, ret, want);
 }
 
-/* The split memcache @mc must be refused with -EPERM and left as it was. */
+/*
+ * A split memcache whose first page EL2 cannot admit: the call fails with
+ * -ENOMEM, as refill_memcache() does for the vCPU's memcache, splits
+ * nothing and leaves the host's memcache as it was.
+ */
 static void expect_cache_refused(struct abi_case_ctx *c, struct kvm *kvm,
 				 const char *what, u64 gfn, u64 bp,
 				 phys_addr_t head, unsigned long nr)
@@ -82,26 +88,9 @@ static void expect_cache_refused(struct abi_case_ctx *c, struct kvm *kvm,
 
 	mc->head = head;
 	mc->nr_pages = nr;
-	expect_split(c, what, kvm->arch.pkvm.handle, gfn, bp, -EPERM);
+	expect_split(c, what, kvm->arch.pkvm.handle, gfn, bp, -ENOMEM);
 	report(c, mc->head == head && mc->nr_pages == nr,
 	       "  ... and the host's memcache is left alone", mc->nr_pages, nr);
-}
-
-/*
- * The top page of the address space lies beyond the host's PA range,
- * whatever its size: the donation refuses it as an invalid range.
- */
-static void expect_cache_beyond_pa(struct abi_case_ctx *c, struct kvm *kvm,
-				   const char *what, u64 gfn, u64 bp)
-{
-	struct kvm_hyp_memcache *mc = &kvm->arch.pkvm.split_mc;
-	phys_addr_t head = PAGE_MASK;
-
-	mc->head = head;
-	mc->nr_pages = 1;
-	expect_split(c, what, kvm->arch.pkvm.handle, gfn, bp, -EINVAL);
-	report(c, mc->head == head && mc->nr_pages == 1,
-	       "  ... and the host's memcache is left alone", mc->nr_pages, 1);
 }
 
 static void *phys_to_host_va(phys_addr_t phys)
@@ -239,6 +228,129 @@ static void expect_protected_refused(struct abi_case_ctx *c, struct kvm *kvm,
 			     gfn, bp, donated, 1);
 }
 
+/* A vCPU of @kvm in the state @finalized asks for, or NULL. */
+static struct kvm_vcpu *find_vcpu(struct kvm *kvm, bool finalized)
+{
+	struct kvm_vcpu *vcpu;
+	unsigned long i;
+
+	kvm_for_each_vcpu(i, vcpu, kvm)
+		if (!!vcpu_get_flag(vcpu, VCPU_PKVM_FINALIZED) == finalized)
+			return vcpu;
+	return NULL;
+}
+
+/*
+ * __pkvm_init_vcpu with @buf as the vCPU's dirty buffer must fail with
+ * @want. Returns false if it succeeded: the vCPU then exists at EL2 with
+ * @hyp_vcpu, which the host must no longer touch.
+ */
+static bool expect_init_vcpu(struct abi_case_ctx *c, struct kvm_vcpu *vcpu,
+			     void *hyp_vcpu, const char *what, void *buf,
+			     long want)
+{
+	long ret;
+
+	WRITE_ONCE(vcpu->arch.pkvm_dirty_buf, buf);
+	ret = kvm_call_hyp_nvhe(__pkvm_init_vcpu, vcpu->kvm->arch.pkvm.handle,
+				vcpu, hyp_vcpu);
+	WRITE_ONCE(vcpu->arch.pkvm_dirty_buf, NULL);
+	report(c, ret == want, what, ret, want);
+	if (!ret)
+		vcpu_set_flag(vcpu, VCPU_PKVM_FINALIZED);
+
+	return ret;
+}
+
+/* EL2 gave every page of [va, va + size) back: the host can share it. */
+static bool host_owns(void *va, size_t size)
+{
+	u64 pfn;
+
+	for (pfn = virt_to_pfn(va); pfn < virt_to_pfn(va + size); pfn++) {
+		if (kvm_call_hyp_nvhe(__pkvm_host_share_hyp, pfn) ||
+		    kvm_call_hyp_nvhe(__pkvm_host_unshare_hyp, pfn))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The per-vCPU dirty buffer of the EL2 fast dirty-fault path, as a hostile
+ * host could hand it over: a vCPU that has run keeps its buffer pinned (the
+ * host cannot unshare it), and a vCPU not yet created at EL2 is refused
+ * with every bad buffer (EL2 gives back the vCPU's memory), then created
+ * with a good one. @guest_page is shared with the guest, @donated (if not
+ * 0) donated to a protected VM.
+ */
+static void run_dirty_buf_cases(struct abi_case_ctx *c, struct kvm *kvm,
+				phys_addr_t guest_page, phys_addr_t donated)
+{
+	size_t hyp_vcpu_sz = PAGE_ALIGN(PKVM_HYP_VCPU_SIZE);
+	struct kvm_vcpu *ran, *vcpu;
+	void *hyp_vcpu, *own, *shared;
+	struct pkvm_dirty_buf *buf;
+	long ret;
+
+	ran = find_vcpu(kvm, true);
+	vcpu = find_vcpu(kvm, false);
+	buf = ran ? ran->arch.pkvm_dirty_buf : NULL;
+	if (!buf || !vcpu) {
+		seq_printf(c->m, "ok %d dirty buffer # SKIP needs the fast path on, a vCPU that ran and one that did not\n",
+			   ++c->nr);
+		return;
+	}
+
+	ret = kvm_call_hyp_nvhe(__pkvm_host_unshare_hyp, virt_to_pfn(buf));
+	report(c, ret == -EBUSY, "dirty buffer: unshared while its vCPU exists", ret,
+	       -EBUSY);
+
+	hyp_vcpu = alloc_pages_exact(hyp_vcpu_sz, GFP_KERNEL_ACCOUNT);
+	own = (void *)get_zeroed_page(GFP_KERNEL_ACCOUNT);
+	shared = (void *)get_zeroed_page(GFP_KERNEL_ACCOUNT);
+	if (!hyp_vcpu || !own || !shared || kvm_share_hyp(shared, shared + 1)) {
+		report(c, false, "dirty buffer: allocations", -ENOMEM, 0);
+		goto free;
+	}
+
+	/* No first KVM_RUN of @vcpu creates it meanwhile. */
+	mutex_lock(&kvm->arch.config_lock);
+	if (!expect_init_vcpu(c, vcpu, hyp_vcpu, "dirty buffer: not page-aligned",
+			      shared + 8, -EINVAL) ||
+	    !expect_init_vcpu(c, vcpu, hyp_vcpu, "dirty buffer: not shared with EL2",
+			      own, -EPERM) ||
+	    !expect_init_vcpu(c, vcpu, hyp_vcpu, "dirty buffer: shared with the guest",
+			      phys_to_host_va(guest_page), -EPERM) ||
+	    !expect_init_vcpu(c, vcpu, hyp_vcpu, "dirty buffer: owned by EL2",
+			      phys_to_host_va(hyp_mem_base), -EPERM) ||
+	    (donated &&
+	     !expect_init_vcpu(c, vcpu, hyp_vcpu, "dirty buffer: donated to a protected guest",
+			       phys_to_host_va(donated), -EPERM)) ||
+	    !expect_init_vcpu(c, vcpu, hyp_vcpu, "dirty buffer: beyond memory",
+			      phys_to_host_va(memblock_end_of_DRAM()), -EPERM)) {
+		/* EL2 took the vCPU's memory with a bad buffer: leave it be. */
+		mutex_unlock(&kvm->arch.config_lock);
+		hyp_vcpu = NULL;
+		goto free;
+	}
+	mutex_unlock(&kvm->arch.config_lock);
+
+	report(c, host_owns(hyp_vcpu, hyp_vcpu_sz),
+	       "  ... and EL2 gave the vCPU's memory back each time", 0, 0);
+
+	ret = pkvm_create_hyp_vcpu(vcpu);
+	report(c, !ret && vcpu->arch.pkvm_dirty_buf,
+	       "dirty buffer: a good one after the bad ones", ret, 0);
+free:
+	if (shared) {
+		kvm_unshare_hyp(shared, shared + 1);
+		free_page((unsigned long)shared);
+	}
+	free_page((unsigned long)own);
+	if (hyp_vcpu)
+		free_pages_exact(hyp_vcpu, hyp_vcpu_sz);
+}
+
 static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 {
 	struct kvm_hyp_memcache *mc = &kvm->arch.pkvm.split_mc;
@@ -250,7 +362,7 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	struct abi_case_ctx c = { .m = s };
 	u64 bp, gfn, ipa_pages, done, nr_split;
 	struct pkvm_mapping *m;
-	phys_addr_t *loop, donated;
+	phys_addr_t *loop, donated, guest_page = 0;
 	struct kvm *pvm;
 	long ret;
 
@@ -273,6 +385,7 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 		goto unlock;
 	}
 	gfn = m->gfn;
+	guest_page = PFN_PHYS(m->pfn);
 	ipa_pages = BIT_ULL(kvm_phys_shift(&kvm->arch.mmu) - PAGE_SHIFT);
 	saved = *mc;
 	mc->head = 0;
@@ -297,8 +410,9 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 			     0, 1);
 	expect_cache_refused(&c, kvm, "split: memcache page beyond memory", gfn, bp,
 			     memblock_end_of_DRAM(), 1);
-	expect_cache_beyond_pa(&c, kvm, "split: memcache page beyond the PA range",
-			       gfn, bp);
+	/* The top page of the address space: beyond any PA range. */
+	expect_cache_refused(&c, kvm, "split: memcache page beyond the PA range",
+			     gfn, bp, PAGE_MASK, 1);
 	expect_cache_refused(&c, kvm, "split: memcache page shared with the guest",
 			     gfn, bp, PFN_PHYS(m->pfn), 1);
 	expect_protected_refused(&c, kvm, pvm, donated, gfn, bp);
@@ -308,7 +422,7 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	*loop = __pa(loop);
 	mc->head = __pa(loop);
 	mc->nr_pages = 2;
-	expect_split(&c, "split: memcache list that loops", h, gfn, 2 * bp, -EPERM);
+	expect_split(&c, "split: memcache list that loops", h, gfn, 2 * bp, -ENOMEM);
 	report(&c, mc->head == __pa(loop) && mc->nr_pages == 1,
 	       "  ... and its page went to EL2 once", mc->nr_pages, 1);
 
@@ -348,11 +462,13 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	       "nsh flush: legitimate call", 0, 0);
 
 	expect_s2_mmu_refused(&c, kvm);
-
-	seq_printf(s, "1..%d\n# %d failed\n", c.nr, c.failed);
 unlock:
 	write_unlock(&kvm->mmu_lock);
 	mutex_unlock(&kvm->slots_lock);
+	if (guest_page) {
+		run_dirty_buf_cases(&c, kvm, guest_page, donated);
+		seq_printf(s, "1..%d\n# %d failed\n", c.nr, c.failed);
+	}
 	if (pvm)
 		kvm_put_kvm(pvm);
 	free_hyp_memcache(&spare);

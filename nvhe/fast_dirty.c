@@ -89,6 +89,7 @@ void pkvm_dirty_log_exit(struct pkvm_hyp_vcpu *hyp_vcpu)
 	WRITE_ONCE(buf->nr, st->nr);
 	WRITE_ONCE(buf->spurious, st->spurious);
 	WRITE_ONCE(buf->full, st->full);
+	WRITE_ONCE(buf->contended, st->contended);
 	WRITE_ONCE(buf->ticks, st->ticks);
 }
 
@@ -132,6 +133,13 @@ bool pkvm_handle_dirty_fault(struct kvm_vcpu *vcpu)
 	full = st->nr >= st->limit;
 	if (!full)
 		WRITE_ONCE(buf->gfn[st->nr], ipa >> PAGE_SHIFT);
+
+	/*
+	 * The VM's lock orders this with split and unshare, which free
+	 * page-table pages: EL2 has no RCU to let a lock-free walk outlive
+	 * them. Count how often it is in the way: the price of that choice.
+	 */
+	st->contended += hyp_spin_is_locked(&vm->lock);
 
 	ret = __pkvm_guest_relax_marked(vm, ipa, !full, &level);
 	switch (ret) {

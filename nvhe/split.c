@@ -6,7 +6,8 @@
  * The host owns neither the guest's stage-2 nor the memory its page-tables
  * live in, so it cannot split blocks itself: it asks EL2 to, one bounded
  * batch at a time, and donates the page-table pages through a memcache that
- * EL2 admits page by page with the usual host-to-hyp ownership transition.
+ * EL2 admits page by page with the usual host-to-hyp ownership transition,
+ * as it does the vCPU's memcache (refill_memcache()).
  */
 
 #include <asm/kvm_pgtable.h>
@@ -15,41 +16,6 @@
 #include <nvhe/mem_protect.h>
 #include <nvhe/mm.h>
 #include <nvhe/pkvm.h>
-
-/*
- * Move up to @want pages from the host's split memcache into @mc. The host
- * memcache lives in host memory and may change under our feet: work on a
- * copy, and let __pkvm_host_donate_hyp() vet each page before EL2 reads the
- * next pointer it holds. A page the host does not own (or owns but shares)
- * stops the admission with the transition's error.
- */
-static int admit_split_pages(struct kvm_hyp_memcache *host_mc,
-			     struct kvm_hyp_memcache *mc, unsigned long want)
-{
-	struct kvm_hyp_memcache tmp = {
-		.head		= READ_ONCE(host_mc->head),
-		.nr_pages	= READ_ONCE(host_mc->nr_pages),
-	};
-	unsigned long taken = 0;
-	int ret = 0;
-
-	while (mc->nr_pages < want && tmp.nr_pages) {
-		ret = __pkvm_host_donate_hyp(hyp_phys_to_pfn(tmp.head), 1);
-		if (ret)
-			break;
-
-		push_hyp_memcache(mc, pop_hyp_memcache(&tmp, hyp_phys_to_virt),
-				  hyp_virt_to_phys);
-		taken++;
-	}
-
-	if (taken) {
-		WRITE_ONCE(host_mc->head, tmp.head);
-		WRITE_ONCE(host_mc->nr_pages, tmp.nr_pages);
-	}
-
-	return ret;
-}
 
 static int check_split_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages)
 {
@@ -68,7 +34,8 @@ static int check_split_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages)
 /*
  * Split the block mappings of guest frames [gfn, gfn + nr_pages) of the
  * non-protected VM @handle. At most KVM_PKVM_SPLIT_MAX_BLOCKS blocks' worth
- * of IPA space is examined per call; *done says how many pages from @gfn
+ * of IPA space is examined per call (KVM_PKVM_SPLIT_MAX_DESCS descriptors
+ * written, or one block where a block alone has more); *done says how many pages from @gfn
  * were covered (the host calls again from there) and *nr_split how many
  * blocks were split, all of them with one TLB invalidation.
  */
@@ -76,7 +43,7 @@ int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 			    u64 *done, u64 *nr_split)
 {
 	u64 block_pages = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
-	struct kvm_hyp_memcache admitted = {};
+	struct kvm_hyp_memcache *host_mc, admitted = {};
 	struct pkvm_hyp_vm *vm;
 	u64 ipa, next, want;
 	unsigned int split;
@@ -108,12 +75,17 @@ int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 
 	/*
 	 * Page-table pages are admitted before taking the guest lock, as the
-	 * ownership transition takes the host and hyp locks. The split cache
-	 * count is read without the lock: it only sizes the admission.
+	 * ownership transition takes the host and hyp locks: one per block
+	 * the range spans, less what the VM's split cache holds, and no more
+	 * than the host's cache offers (a short cache splits what it can,
+	 * then fails with -ENOMEM). Both counts are read without locks: they
+	 * only size the admission, which vets every page.
 	 */
+	host_mc = &vm->host_kvm->arch.pkvm.split_mc;
 	want = nr_pages / block_pages;
 	want -= min_t(u64, want, READ_ONCE(vm->split_mc.nr_pages));
-	ret = admit_split_pages(&vm->host_kvm->arch.pkvm.split_mc, &admitted, want);
+	want = min_t(u64, want, READ_ONCE(host_mc->nr_pages));
+	ret = refill_memcache(&admitted, want, host_mc);
 	if (ret) {
 		/* Nothing is split with a cache the host got wrong. */
 		__pkvm_host_split_cache_add(vm, &admitted);
