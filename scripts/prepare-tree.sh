@@ -32,6 +32,19 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
 	echo "prepare-tree: tree is current ($(git -C "$TREE" rev-list --count base..HEAD) commits on base)"
 	exit 0
 fi
+# A tree whose commits are not the ones this script made last time holds
+# someone's work (commits made in the tree, not yet exported with
+# scripts/export-tree.sh): resetting it would lose them.
+head_stamp=$BUILD/.tree-head
+if git -C "$TREE" rev-parse -q --verify base >/dev/null 2>&1 &&
+   [ "${FORCE_TREE_RESET:-0}" != 1 ]; then
+	head=$(git -C "$TREE" rev-parse HEAD)
+	if [ -n "$(git -C "$TREE" status --porcelain --untracked-files=no)" ] ||
+	   { [ "$head" != "$(git -C "$TREE" rev-parse base)" ] &&
+	     [ "$head" != "$(cat "$head_stamp" 2>/dev/null)" ]; }; then
+		die "$TREE has changes or commits the series does not have: run scripts/export-tree.sh (or FORCE_TREE_RESET=1 to drop them)"
+	fi
+fi
 rm -f "$stamp"
 
 GIT=(git -C "$TREE" -c user.name="pKVM split" -c user.email="pkvm-split@invalid" -c commit.gpgsign=false)
@@ -85,4 +98,5 @@ while read -r verb a b; do
 done < "$series"
 flush
 echo "$want" > "$stamp"
+git -C "$TREE" rev-parse HEAD > "$head_stamp"
 echo "prepare-tree: applied $n commits on base"
