@@ -98,6 +98,11 @@ static void *phys_to_host_va(phys_addr_t phys)
 	return __va(phys);
 }
 
+static phys_addr_t host_va_to_phys(void *addr)
+{
+	return __pa(addr);
+}
+
 /*
  * The TLB hypercalls that take a struct kvm_s2_mmu pointer would have EL2
  * load whatever VMID and page-table base the host wrote there (or fault on
@@ -360,14 +365,14 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	pkvm_handle_t h = kvm->arch.pkvm.handle, unused;
 	struct kvm_pgtable *pgt = kvm->arch.mmu.pgt;
 	struct abi_case_ctx c = { .m = s };
-	u64 bp, gfn, ipa_pages, done, nr_split;
-	struct pkvm_mapping *m;
+	u64 bp, gfn, ipa_pages, done, nr_split, covered;
+	struct pkvm_mapping *m, *n;
 	phys_addr_t *loop, donated, guest_page = 0;
 	struct kvm *pvm;
 	long ret;
 
 	/* Allocations first: the test then runs under mmu_lock. */
-	if (topup_hyp_memcache(&spare, 1) || topup_hyp_memcache(mc, 2)) {
+	if (topup_hyp_memcache(&spare, 2) || topup_hyp_memcache(mc, 2)) {
 		seq_puts(s, "not ok 1 allocation # -ENOMEM\n");
 		free_hyp_memcache(&spare);
 		return;
@@ -384,6 +389,7 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 		seq_puts(s, "1..0 # SKIP no two adjacent unsplit blocks\n");
 		goto unlock;
 	}
+	n = rb_entry(rb_next(&m->node), struct pkvm_mapping, node);
 	gfn = m->gfn;
 	guest_page = PFN_PHYS(m->pfn);
 	ipa_pages = BIT_ULL(kvm_phys_shift(&kvm->arch.mmu) - PAGE_SHIFT);
@@ -417,35 +423,52 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 			     gfn, bp, PFN_PHYS(m->pfn), 1);
 	expect_protected_refused(&c, kvm, pvm, donated, gfn, bp);
 
-	/* A list that loops: the page is admitted once, then refused. */
+	/*
+	 * One good page for two blocks: EL2 splits the first, then runs out:
+	 * -ENOMEM, with x2 and x3 saying what was split. A call covers a
+	 * single block with 64KiB pages: there, no call can run out part-way.
+	 */
+	if (KVM_PKVM_SPLIT_MAX_BLOCKS > 1) {
+		mc->head = 0;
+		mc->nr_pages = 0;
+		push_hyp_memcache(mc, pop_hyp_memcache(&spare, phys_to_host_va),
+				  host_va_to_phys);
+		ret = split_hvc(h, gfn, 2 * bp, &done, &nr_split);
+		report(&c, ret == -ENOMEM && nr_split == 1 && done == bp,
+		       "split: a page for one block of two splits it, then -ENOMEM", ret,
+		       -ENOMEM);
+		m->split = 1;
+	}
+	mc->head = 0;
+	mc->nr_pages = 0;
+	expect_split(&c, "split: nothing left for the next block", h, gfn + bp, bp,
+		     -ENOMEM);
+
+	/*
+	 * A list that loops: its page is admitted once and splits a block,
+	 * then it is refused (EL2 owns it now) and nothing is split.
+	 */
 	loop = pop_hyp_memcache(&spare, phys_to_host_va);
 	*loop = __pa(loop);
 	mc->head = __pa(loop);
 	mc->nr_pages = 2;
-	expect_split(&c, "split: memcache list that loops", h, gfn, 2 * bp, -ENOMEM);
-	report(&c, mc->head == __pa(loop) && mc->nr_pages == 1,
-	       "  ... and its page went to EL2 once", mc->nr_pages, 1);
-
-	/*
-	 * EL2 kept the looped page: it splits one block, then runs out of
-	 * pages: -ENOMEM, with x2 and x3 saying what was split.
-	 */
-	mc->head = 0;
-	mc->nr_pages = 0;
-	ret = split_hvc(h, gfn, 2 * bp, &done, &nr_split);
-	report(&c, ret == -ENOMEM && nr_split == 1 && done == bp,
-	       "split: the page admitted once splits one block, then -ENOMEM", ret,
-	       -ENOMEM);
-	expect_split(&c, "split: nothing left for the next block", h, gfn + bp, bp,
+	ret = split_hvc(h, gfn + bp, bp, &done, &nr_split);
+	report(&c, !ret && nr_split == 1 && mc->head == __pa(loop) && mc->nr_pages == 1,
+	       "split: memcache list that loops: its page admitted once, one block split",
+	       ret, 0);
+	n->split = 1;
+	expect_split(&c, "split: ... and refused the second time", h, gfn, 2 * bp,
 		     -ENOMEM);
+	report(&c, mc->head == __pa(loop) && mc->nr_pages == 1,
+	       "  ... and the host's memcache is left alone", mc->nr_pages, 1);
 
-	/* Legitimate calls: the host marks what EL2 split. */
+	/* Legitimate calls: the host marked what EL2 split. */
 	*mc = saved;
-	m->split = 1;
 	ret = pkvm_pgtable_stage2_split(pgt, PFN_PHYS(gfn), 2 * bp * PAGE_SIZE, NULL);
 	report(&c, !ret, "split: legitimate call after the bad ones", ret, 0);
 	ret = split_hvc(h, gfn, 2 * bp, &done, &nr_split);
-	report(&c, !ret && !nr_split && done == 2 * bp,
+	covered = min_t(u64, 2, KVM_PKVM_SPLIT_MAX_BLOCKS) * bp;
+	report(&c, !ret && !nr_split && done == covered,
 	       "split: split blocks are skipped", ret, 0);
 	expect_split(&c, "split: unmapped range splits nothing", h,
 		     ipa_pages - 2 * bp, bp, 0);
