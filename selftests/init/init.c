@@ -22,7 +22,7 @@
  * status 4 (KSFT_SKIP) is a skip.
  *
  * Unless "pkvm.hold_vm=0" is on the command line, init keeps one idle VM
- * open while the tests run (see hold_vm()).
+ * open while the tests run (see hold_idle_vm()).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -131,7 +131,7 @@ static void cmdline_value(const char *key, char *buf, size_t len, const char *de
  * patch fits the non-protected incidents in bench/incidents/README.md (not
  * proven: see there). Returns the VM's fd, or -1.
  */
-static int hold_vm(void)
+static int hold_idle_vm(void)
 {
 	char val[8];
 	int kvm, vm;
@@ -399,7 +399,7 @@ int main(void)
 
 	setup();
 	cmdline_value("pkvm.tests=", list, sizeof(list), "default");
-	held = hold_vm();
+	held = hold_idle_vm();
 	say("# init: %s\n", held >= 0 ? "holding one idle VM open for the boot" :
 			     "no VM held open");
 	snprintf(path, sizeof(path), "/tests/%s.list", list);
