@@ -35,9 +35,10 @@ static int check_split_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages)
  * Split the block mappings of guest frames [gfn, gfn + nr_pages) of the
  * non-protected VM @handle. At most KVM_PKVM_SPLIT_MAX_BLOCKS blocks' worth
  * of IPA space is examined per call (KVM_PKVM_SPLIT_MAX_DESCS descriptors
- * written, or one block where a block alone has more); *done says how many pages from @gfn
- * were covered (the host calls again from there) and *nr_split how many
- * blocks were split, all of them with one TLB invalidation.
+ * written, or one block where a block alone has more); *done says how
+ * many pages from @gfn were covered (the host calls again from there) and
+ * *nr_split how many blocks were split, all of them with one TLB
+ * invalidation.
  */
 int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 			    u64 *done, u64 *nr_split)
