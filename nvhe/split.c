@@ -36,12 +36,13 @@ static int check_split_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages)
  * non-protected VM @handle. At most KVM_PKVM_SPLIT_MAX_BLOCKS blocks' worth
  * of IPA space is examined per call (KVM_PKVM_SPLIT_MAX_DESCS descriptors
  * written, or one block where a block alone has more); *done says how
- * many pages from @gfn were covered (the host calls again from there) and
+ * many pages from @gfn were covered (the host calls again from there),
  * *nr_split how many blocks were split, all of them with one TLB
- * invalidation.
+ * invalidation, and *nr_tlbi how many broadcast TLB invalidations the call
+ * issued (counted where they are issued: 1 if it split anything, else 0).
  */
 int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
-			    u64 *done, u64 *nr_split)
+			    u64 *done, u64 *nr_split, u64 *nr_tlbi)
 {
 	u64 block_pages = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
 	struct kvm_hyp_memcache *host_mc, admitted = {};
@@ -52,6 +53,7 @@ int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 
 	*done = 0;
 	*nr_split = 0;
+	*nr_tlbi = 0;
 
 	vm = get_pkvm_hyp_vm(handle);
 	if (!vm)
@@ -96,7 +98,7 @@ int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 	ipa = hyp_pfn_to_phys(gfn);
 	ret = __pkvm_host_split_guest_locked(vm, ipa, nr_pages << PAGE_SHIFT,
 					     &admitted, KVM_PKVM_SPLIT_MAX_BLOCKS,
-					     &next, &split);
+					     &next, &split, nr_tlbi);
 	*nr_split = split;
 	*done = (next - ipa) >> PAGE_SHIFT;
 put:

@@ -70,7 +70,7 @@ boot_list() {
 	: > "$list"
 	cells "$mode" | seeded_shuffle "$SEED-$mode-$boot" |
 	while IFS=: read -r split work v f; do
-		args="-s anonymous_hugetlb_2mb -b $MEM -i 3 -v $v -m $GUEST_MODE"
+		args="-s anonymous_hugetlb_2mb -b $MEM -i 3 -v $v -m $GUEST_MODE -L"
 		case "$work" in
 		w100) args+=" -w 100" ;;
 		w10) args+=" -w 10" ;;

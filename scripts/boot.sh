@@ -38,7 +38,7 @@ esac
 # "nolpa2" kernels run on a CPU without FEAT_LPA2, so that KVM's stage-2
 # does not use it either (16K pKVM with LPA2 stalls at boot, base included:
 # bench/incidents/2026-11-30-16k-pkvm-stall-analysis.txt).
-cpu="max,pauth-impdef=on"
+cpu=${CPU:-"max,pauth-impdef=on"}
 case "$variant" in
 *nolpa2*) cpu="$cpu,lpa2=off" ;;
 esac
