@@ -42,18 +42,33 @@ static void report(struct abi_case_ctx *c, bool ok, const char *what,
 		   got, want);
 }
 
-static long split_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
-		      u64 *done, u64 *nr_split)
+static long split_wp_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages, u64 wp_gfn,
+			 u64 wp_nr, u64 *done, u64 *nr_split, u64 *wp_done)
 {
-	struct arm_smccc_res res;
+	struct arm_smccc_1_2_regs res, args = {
+		.a0	= KVM_HOST_SMCCC_FUNC(__pkvm_host_split_guest),
+		.a1	= handle,
+		.a2	= gfn,
+		.a3	= nr_pages,
+		.a4	= wp_gfn,
+		.a5	= wp_nr,
+	};
 
-	arm_smccc_1_1_hvc(KVM_HOST_SMCCC_FUNC(__pkvm_host_split_guest),
-			  handle, gfn, nr_pages, &res);
+	arm_smccc_1_2_hvc(&args, &res);
 	if (res.a0 != SMCCC_RET_SUCCESS)
 		return -EOPNOTSUPP;
 	*done = res.a2;
 	*nr_split = res.a3;
+	*wp_done = res.a5;
 	return (long)res.a1;
+}
+
+static long split_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
+		      u64 *done, u64 *nr_split)
+{
+	u64 wp_done;
+
+	return split_wp_hvc(handle, gfn, nr_pages, 0, 0, done, nr_split, &wp_done);
 }
 
 static long nsh_hvc(pkvm_handle_t handle, u64 ipa, long level)
@@ -73,6 +88,18 @@ static void expect_split(struct abi_case_ctx *c, const char *what,
 	long ret = split_hvc(handle, gfn, nr_pages, &done, &nr_split);
 
 	report(c, ret == want && !nr_split, what, ret, want);
+}
+
+/* A bad write-protect range: the call fails before it splits anything. */
+static void expect_split_wp(struct abi_case_ctx *c, const char *what,
+			    pkvm_handle_t handle, u64 gfn, u64 nr_pages,
+			    u64 wp_gfn, u64 wp_nr, long want)
+{
+	u64 done = ~0ULL, nr_split = ~0ULL, wp_done = ~0ULL;
+	long ret = split_wp_hvc(handle, gfn, nr_pages, wp_gfn, wp_nr, &done,
+				&nr_split, &wp_done);
+
+	report(c, ret == want && !nr_split && !wp_done, what, ret, want);
 }
 
 /*
@@ -408,6 +435,15 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 		     ipa_pages - bp, 2 * bp, -ERANGE);
 	expect_split(&c, "split: overflowing gfn + nr_pages", h, ipa_pages - bp,
 		     ALIGN_DOWN(U64_MAX, bp), -ERANGE);
+	/* The memcache is empty: these fail on their arguments first. */
+	expect_split_wp(&c, "split+wp: write-protect range before the split range", h,
+			gfn + bp, bp, gfn, 1, -EINVAL);
+	expect_split_wp(&c, "split+wp: write-protect range past the split range", h,
+			gfn, bp, gfn + bp, 1, -EINVAL);
+	expect_split_wp(&c, "split+wp: write-protect range across a block boundary", h,
+			gfn, 2 * bp, gfn + bp - 1, 2, -EINVAL);
+	expect_split_wp(&c, "split+wp: overflowing wp_gfn + wp_nr", h, gfn, bp,
+			gfn + 1, U64_MAX, -EINVAL);
 	expect_split(&c, "split: empty memcache", h, gfn, bp, -ENOMEM);
 
 	expect_cache_refused(&c, kvm, "split: memcache page owned by EL2", gfn, bp,
@@ -472,6 +508,10 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	       "split: split blocks are skipped", ret, 0);
 	expect_split(&c, "split: unmapped range splits nothing", h,
 		     ipa_pages - 2 * bp, bp, 0);
+	ret = split_wp_hvc(h, gfn, 2 * bp, gfn + 64, min_t(u64, 64, bp), &done,
+			   &nr_split, &covered);
+	report(&c, !ret && !nr_split && covered == min_t(u64, 64, bp),
+	       "split+wp: split blocks are skipped, the range write-protected", ret, 0);
 
 	report(&c, nsh_hvc(0, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL) == -ENOENT,
 	       "nsh flush: unknown handle", 0, -ENOENT);

@@ -32,6 +32,26 @@ static int check_split_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages)
 }
 
 /*
+ * The frames to write-protect after a split: none, or frames inside the
+ * range to split that do not cross a block boundary (a dirty bitmap word's
+ * worth at most, as __pkvm_host_wrprotect_guest() takes). @gfn + @nr_pages
+ * is known not to overflow.
+ */
+static int check_wrprotect_range(u64 gfn, u64 nr_pages, u64 wp_gfn, u64 wp_nr)
+{
+	u64 block_pages = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
+
+	if (!wp_nr)
+		return 0;
+
+	if (wp_gfn < gfn || wp_nr > gfn + nr_pages - wp_gfn ||
+	    ALIGN_DOWN(wp_gfn, block_pages) != ALIGN_DOWN(wp_gfn + wp_nr - 1, block_pages))
+		return -EINVAL;
+
+	return 0;
+}
+
+/*
  * Split the block mappings of guest frames [gfn, gfn + nr_pages) of the
  * non-protected VM @handle. At most KVM_PKVM_SPLIT_MAX_BLOCKS blocks' worth
  * of IPA space is examined per call (KVM_PKVM_SPLIT_MAX_DESCS descriptors
@@ -40,9 +60,16 @@ static int check_split_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages)
  * *nr_split how many blocks were split, all of them with one TLB
  * invalidation, and *nr_tlbi how many broadcast TLB invalidations the call
  * issued (counted where they are issued: 1 if it split anything, else 0).
+ *
+ * With @wp_nr non-zero, the call then write-protects guest frames
+ * [@wp_gfn, @wp_gfn + @wp_nr) for dirty logging, as
+ * __pkvm_host_wrprotect_guest() does, if it split everything up to their
+ * end: a KVM_CLEAR_DIRTY_LOG word whose block is not split yet costs one
+ * hypercall. *wp_done says how many frames it write-protected (@wp_nr or 0).
  */
 int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
-			    u64 *done, u64 *nr_split, u64 *nr_tlbi)
+			    u64 wp_gfn, u64 wp_nr, u64 *done, u64 *nr_split,
+			    u64 *nr_tlbi, u64 *wp_done)
 {
 	u64 block_pages = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
 	struct kvm_hyp_memcache *host_mc, admitted = {};
@@ -54,6 +81,7 @@ int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 	*done = 0;
 	*nr_split = 0;
 	*nr_tlbi = 0;
+	*wp_done = 0;
 
 	vm = get_pkvm_hyp_vm(handle);
 	if (!vm)
@@ -70,6 +98,10 @@ int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 	}
 
 	ret = check_split_range(vm, gfn, nr_pages);
+	if (ret)
+		goto put;
+
+	ret = check_wrprotect_range(gfn, nr_pages, wp_gfn, wp_nr);
 	if (ret)
 		goto put;
 
@@ -101,6 +133,12 @@ int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 					     &next, &split, nr_tlbi);
 	*nr_split = split;
 	*done = (next - ipa) >> PAGE_SHIFT;
+	if (ret || !wp_nr || wp_gfn + wp_nr > gfn + *done)
+		goto put;
+
+	ret = __pkvm_host_wrprotect_guest(wp_gfn, wp_nr, vm);
+	if (!ret)
+		*wp_done = wp_nr;
 put:
 	put_pkvm_hyp_vm(vm);
 

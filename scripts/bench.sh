@@ -27,6 +27,7 @@ VARIANT=${BENCH_VARIANT:-nodebug}
 # dirty_log_perf_test guest mode 3: 48-bit PA/VA, 4K pages (the seed's setting)
 GUEST_MODE=${BENCH_GUEST_MODE:-3}
 PARAM=/sys/module/kvm/parameters/pkvm_fast_dirty
+SPLIT_WP=/sys/module/kvm/parameters/pkvm_split_wrprotect
 stamp=$(date -u +%Y-%m-%d-%H%M)
 out=${BENCH_OUT:-$TOP/bench/results/$stamp}
 mkdir -p "$out/raw"
@@ -40,19 +41,22 @@ done
 "$TOP/scripts/build-kernel.sh" "$VARIANT"
 [ "$DEBUG_BOOTS" -eq 0 ] || "$TOP/scripts/build-kernel.sh" default
 
-# Cells: split:workload:vcpus:fast. Split on with 2 MiB blocks is the case
-# the fast path is for; one split-off cell per mode keeps eager split's own
-# gain in view. fast=1 only means something under pKVM.
+# Cells: split:workload:vcpus:fast:wp. Split on with 2 MiB blocks is the
+# case the fast path is for; one split-off cell per mode keeps eager split's
+# own gain in view. fast=1 only means something under pKVM; so does wp=0
+# (kvm.pkvm_split_wrprotect=0: a cleared word of a whole block takes a
+# write-protect and a split hypercall, not one call), one cell per pKVM mode
+# to compare with its wp=1 twin.
 cells() {
 	local mode=$1 fasts=0 v w f
-	case "$mode" in protected*) fasts="1 0" ;; esac
+	case "$mode" in protected*) fasts="1 0"; echo "2M:w10:1:1:0" ;; esac
 	for f in $fasts; do
 		for v in $VCPUS; do
 			for w in w10 w100; do
-				echo "2M:$w:$v:$f"
+				echo "2M:$w:$v:$f:1"
 			done
 		done
-		echo "0:w10:1:$f"
+		echo "0:w10:1:$f:1"
 	done
 }
 
@@ -69,14 +73,14 @@ boot_list() {
 	local mode=$1 boot=$2 list=$3 split work v f args
 	: > "$list"
 	cells "$mode" | seeded_shuffle "$SEED-$mode-$boot" |
-	while IFS=: read -r split work v f; do
+	while IFS=: read -r split work v f wp; do
 		args="-s anonymous_hugetlb_2mb -b $MEM -i 3 -v $v -m $GUEST_MODE -L"
 		case "$work" in
 		w100) args+=" -w 100" ;;
 		w10) args+=" -w 10" ;;
 		esac
 		[ "$split" = 2M ] && args+=" -k 2M"
-		echo "all b_${split}_${work}_${v}_mp_f${f} 300 $PARAM=$f ./dirty_log_perf_test $args" >> "$list"
+		echo "all b_${split}_${work}_${v}_mp_f${f}_wp${wp} 300 $PARAM=$f $SPLIT_WP=$wp ./dirty_log_perf_test $args" >> "$list"
 	done
 }
 

@@ -119,6 +119,12 @@ static u64 block_size;
 /* pKVM resolves dirty-logging write faults at EL2 for the VMs created now. */
 static bool fast_dirty;
 
+/*
+ * pKVM splits the window around a cleared word of a whole block and
+ * write-protects the word in one hypercall (kvm.pkvm_split_wrprotect).
+ */
+static bool split_wp;
+
 /* What the last guest_pass() took, by where it was resolved. */
 static struct {
 	u64 host, el2, full, spurious, contended;
@@ -359,7 +365,9 @@ static u64 count_ro_pages(u64 first, u64 last, u64 stride, u64 offset)
  * protection comes first and covers a whole block while it is not split
  * (a block is one mapping), then the blocks are split: those the range
  * overlaps, or on pKVM the aligned window of SPLIT_BATCH blocks around it
- * (within the slot). Returns the blocks newly split.
+ * (within the slot). With split_wp, pKVM splits first, in the same
+ * hypercall, and write-protects only the cleared pages. Returns the blocks
+ * newly split.
  */
 static u64 model_clear(struct test_vm *t, u64 first, u64 nr)
 {
@@ -368,9 +376,10 @@ static u64 model_clear(struct test_vm *t, u64 first, u64 nr)
 	b0 = first / t->pages_per_block;
 	b1 = (first + nr - 1) / t->pages_per_block;
 	for (b = b0; b <= b1; b++) {
-		u64 s = blk_split[b] ? max(first, b * t->pages_per_block) : b * t->pages_per_block;
-		u64 e = blk_split[b] ? min(first + nr, (b + 1) * t->pages_per_block) :
-				       (b + 1) * t->pages_per_block;
+		bool whole = !blk_split[b] && !split_wp;
+		u64 s = whole ? b * t->pages_per_block : max(first, b * t->pages_per_block);
+		u64 e = whole ? (b + 1) * t->pages_per_block :
+				min(first + nr, (b + 1) * t->pages_per_block);
 
 		for (i = s; i < e; i++)
 			page_ro[i] = true;
@@ -546,7 +555,8 @@ static void test_split_on_clear(void)
 	create_test_vm(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE | KVM_DIRTY_LOG_INITIALLY_SET);
 	half = t.nr_blocks / 2;
 	b = half * t.pages_per_block;	/* first page of the first block not cleared */
-	pr_info("clear-time split: %lu blocks of %lu KiB\n", t.nr_blocks, block_size >> 10);
+	pr_info("clear-time split: %lu blocks of %lu KiB, %s\n", t.nr_blocks, block_size >> 10,
+		split_wp ? "split and write-protect in one hypercall" : "write-protect, then split");
 
 	guest_pass(&t, CMD_WRITE, 0, t.npages, 1, 0, 1);
 	read_split_stats(&t, &s0);
@@ -581,6 +591,12 @@ static void test_split_on_clear(void)
 		TEST_ASSERT(s2.hcalls == s1.hcalls && s2.wrprotect - s1.wrprotect == 1,
 			    "second word of a split block took %lu split + %lu wrprotect hypercalls",
 			    s2.hcalls - s1.hcalls, s2.wrprotect - s1.wrprotect);
+		/* The window is one call's worth: one split, with the write-protect. */
+		TEST_ASSERT(s1.hcalls - s0.hcalls == !!blocks &&
+			    s1.wrprotect - s0.wrprotect == !(split_wp && blocks),
+			    "first word: %lu split + %lu wrprotect hypercalls, expected %d + %d",
+			    s1.hcalls - s0.hcalls, s1.wrprotect - s0.wrprotect, !!blocks,
+			    !(split_wp && blocks));
 	}
 	check_memory(&t, "after word clears");
 
@@ -1385,10 +1401,12 @@ static void test_kill_mid_split(u64 secpt)
 #define FAST_DIRTY_PARAM	"/sys/module/kvm/parameters/pkvm_fast_dirty"
 #define DIRTY_BUF_PARAM		"/sys/module/kvm/parameters/pkvm_dirty_buf_entries"
 
-static bool fast_dirty_enabled(void)
+#define SPLIT_WP_PARAM		"/sys/module/kvm/parameters/pkvm_split_wrprotect"
+
+static bool param_enabled(const char *path)
 {
 	char val = 'N';
-	FILE *f = fopen(FAST_DIRTY_PARAM, "r");
+	FILE *f = fopen(path, "r");
 
 	if (f) {
 		if (fread(&val, 1, 1, f) != 1)
@@ -1396,6 +1414,22 @@ static bool fast_dirty_enabled(void)
 		fclose(f);
 	}
 	return val == 'Y';
+}
+
+static bool fast_dirty_enabled(void)
+{
+	return param_enabled(FAST_DIRTY_PARAM);
+}
+
+static void set_split_wp(bool on)
+{
+	int fd = open(SPLIT_WP_PARAM, O_WRONLY);
+
+	TEST_ASSERT(fd >= 0, "open %s: %s", SPLIT_WP_PARAM, strerror(errno));
+	TEST_ASSERT(write(fd, on ? "Y" : "N", 1) == 1, "write %s", SPLIT_WP_PARAM);
+	close(fd);
+	split_wp = param_enabled(SPLIT_WP_PARAM);
+	TEST_ASSERT(split_wp == on, "%s did not take %d", SPLIT_WP_PARAM, on);
 }
 
 /* Leave the parameters as they were found, even when an assertion fails. */
@@ -1477,6 +1511,7 @@ int main(int argc, char *argv[])
 
 	pkvm = host_is_pkvm();
 	fast_dirty = pkvm && fast_dirty_enabled();
+	split_wp = pkvm && param_enabled(SPLIT_WP_PARAM);
 	block_size = get_backing_src_pagesz(VM_MEM_SRC_ANONYMOUS_HUGETLB);
 	sizes = kvm_check_cap(KVM_CAP_ARM_SUPPORTED_BLOCK_SIZES);
 	pr_info("host %s, supported block sizes 0x%lx, hugetlb block %lu KiB, dirty-logging faults resolved %s\n",
@@ -1493,6 +1528,13 @@ int main(int argc, char *argv[])
 	check_no_leak(secpt, "enable-time split");
 	test_split_on_clear();
 	check_no_leak(secpt, "clear-time split");
+	if (split_wp) {
+		/* The two-step path (write-protect, then split) still works. */
+		set_split_wp(false);
+		test_split_on_clear();
+		set_split_wp(true);
+		check_no_leak(secpt, "clear-time split, two-step");
+	}
 	test_split_vs_vcpu_faults();
 	check_no_leak(secpt, "split vs vCPU faults");
 	test_split_vs_slot_churn();
