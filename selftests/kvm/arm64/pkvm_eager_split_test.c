@@ -556,7 +556,7 @@ static void test_split_on_clear(void)
 	half = t.nr_blocks / 2;
 	b = half * t.pages_per_block;	/* first page of the first block not cleared */
 	pr_info("clear-time split: %lu blocks of %lu KiB, %s\n", t.nr_blocks, block_size >> 10,
-		split_wp ? "split and write-protect in one hypercall" : "write-protect, then split");
+		split_wp ? "split + write-protect in one call" : "write-protect, then split");
 
 	guest_pass(&t, CMD_WRITE, 0, t.npages, 1, 0, 1);
 	read_split_stats(&t, &s0);
