@@ -71,6 +71,34 @@ static long split_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 	return split_wp_hvc(handle, gfn, nr_pages, 0, 0, done, nr_split, &wp_done);
 }
 
+static long collapse_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
+			 u64 *done, u64 *restored)
+{
+	struct arm_smccc_1_2_regs res, args = {
+		.a0	= KVM_HOST_SMCCC_FUNC(__pkvm_host_collapse_guest),
+		.a1	= handle,
+		.a2	= gfn,
+		.a3	= nr_pages,
+	};
+
+	arm_smccc_1_2_hvc(&args, &res);
+	if (res.a0 != SMCCC_RET_SUCCESS)
+		return -EOPNOTSUPP;
+	*done = res.a2;
+	*restored = res.a3;
+	return (long)res.a1;
+}
+
+/* A bad restore request must fail as documented and restore nothing. */
+static void expect_collapse(struct abi_case_ctx *c, const char *what,
+			    pkvm_handle_t handle, u64 gfn, u64 nr_pages, long want)
+{
+	u64 done = ~0ULL, restored = ~0ULL;
+	long ret = collapse_hvc(handle, gfn, nr_pages, &done, &restored);
+
+	report(c, ret == want && !restored && (ret ? !done : !!done), what, ret, want);
+}
+
 static long nsh_hvc(pkvm_handle_t handle, u64 ipa, long level)
 {
 	struct arm_smccc_res res;
@@ -253,6 +281,8 @@ static void expect_protected_refused(struct abi_case_ctx *c, struct kvm *kvm,
 
 	expect_split(c, "split: a protected VM's handle", pvm->arch.pkvm.handle,
 		     gfn, bp, -EPERM);
+	expect_collapse(c, "restore: a protected VM's handle", pvm->arch.pkvm.handle,
+			gfn, bp, -EPERM);
 	ret = nsh_hvc(pvm->arch.pkvm.handle, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL);
 	report(c, ret == -EPERM, "nsh flush: a protected VM's handle", ret, -EPERM);
 
@@ -446,6 +476,18 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 			gfn + 1, U64_MAX, -EINVAL);
 	expect_split(&c, "split: empty memcache", h, gfn, bp, -ENOMEM);
 
+	expect_collapse(&c, "restore: unknown handle", 0, gfn, bp, -ENOENT);
+	expect_collapse(&c, "restore: zero length", h, gfn, 0, -EINVAL);
+	expect_collapse(&c, "restore: unaligned start", h, gfn + 1, bp, -EINVAL);
+	expect_collapse(&c, "restore: unaligned length", h, gfn, bp + 1, -EINVAL);
+	expect_collapse(&c, "restore: range beyond the IPA space", h, ipa_pages, bp, -ERANGE);
+	expect_collapse(&c, "restore: overflowing gfn + nr_pages", h, ipa_pages - bp,
+			ALIGN_DOWN(U64_MAX, bp), -ERANGE);
+	expect_collapse(&c, "restore: blocks that are not split stay as they are", h,
+			gfn, 2 * bp, 0);
+	expect_collapse(&c, "restore: unmapped range restores nothing", h,
+			ipa_pages - 2 * bp, bp, 0);
+
 	expect_cache_refused(&c, kvm, "split: memcache page owned by EL2", gfn, bp,
 			     hyp_mem_base, 1);
 	expect_cache_refused(&c, kvm, "split: memcache page is MMIO (PA 0)", gfn, bp,
@@ -512,6 +554,17 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 			   &nr_split, &covered);
 	report(&c, !ret && !nr_split && covered == min_t(u64, 64, bp),
 	       "split+wp: split blocks are skipped, the range write-protected", ret, 0);
+
+	/*
+	 * The two split blocks, one with a page write-protected just above:
+	 * restored in place by the host's legitimate path, which clears their
+	 * split bits; a second request finds nothing left to restore.
+	 */
+	ret = pkvm_pgtable_stage2_collapse(pgt, PFN_PHYS(gfn), 2 * bp * PAGE_SIZE);
+	report(&c, !ret && !m->split && !n->split,
+	       "restore: legitimate call restores the split blocks", ret, 0);
+	expect_collapse(&c, "restore: ... and then finds nothing to restore", h,
+			gfn, 2 * bp, 0);
 
 	report(&c, nsh_hvc(0, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL) == -ENOENT,
 	       "nsh flush: unknown handle", 0, -ENOENT);
@@ -596,6 +649,8 @@ static int pkvm_split_abi_dying_show(struct seq_file *s, void *unused)
 	ret = split_hvc(kvm->arch.pkvm.handle, 0, bp, &done, &nr_split);
 	report(&c, ret == -EBUSY && !nr_split && !done,
 	       "split: a VM being torn down", ret, -EBUSY);
+	expect_collapse(&c, "restore: a VM being torn down", kvm->arch.pkvm.handle,
+			0, bp, -EBUSY);
 	seq_printf(s, "1..%d\n# %d failed\n", c.nr, c.failed);
 unlock_vcpus:
 	kvm_unlock_all_vcpus(kvm);

@@ -17,7 +17,11 @@
 #include <nvhe/mm.h>
 #include <nvhe/pkvm.h>
 
-static int check_split_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages)
+/*
+ * A range of guest frames a split or a restore of blocks may be asked for:
+ * not empty, block-aligned and inside the VM's IPA space.
+ */
+int pkvm_check_block_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages)
 {
 	u64 block_pages = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
 	u64 ipa_pages = BIT_ULL(vm->pgt.ia_bits - PAGE_SHIFT);
@@ -97,7 +101,7 @@ int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 		goto put;
 	}
 
-	ret = check_split_range(vm, gfn, nr_pages);
+	ret = pkvm_check_block_range(vm, gfn, nr_pages);
 	if (ret)
 		goto put;
 

@@ -28,6 +28,7 @@ VARIANT=${BENCH_VARIANT:-nodebug}
 GUEST_MODE=${BENCH_GUEST_MODE:-3}
 PARAM=/sys/module/kvm/parameters/pkvm_fast_dirty
 SPLIT_WP=/sys/module/kvm/parameters/pkvm_split_wrprotect
+COLLAPSE=/sys/module/kvm/parameters/pkvm_collapse
 stamp=$(date -u +%Y-%m-%d-%H%M)
 out=${BENCH_OUT:-$TOP/bench/results/$stamp}
 mkdir -p "$out/raw"
@@ -41,22 +42,24 @@ done
 "$TOP/scripts/build-kernel.sh" "$VARIANT"
 [ "$DEBUG_BOOTS" -eq 0 ] || "$TOP/scripts/build-kernel.sh" default
 
-# Cells: split:workload:vcpus:fast:wp. Split on with 2 MiB blocks is the
+# Cells: split:workload:vcpus:fast:wp:c. Split on with 2 MiB blocks is the
 # case the fast path is for; one split-off cell per mode keeps eager split's
-# own gain in view. fast=1 only means something under pKVM; so does wp=0
+# own gain in view. fast=1 only means something under pKVM; so do wp=0
 # (kvm.pkvm_split_wrprotect=0: a cleared word of a whole block takes a
-# write-protect and a split hypercall, not one call), one cell per pKVM mode
-# to compare with its wp=1 twin.
+# write-protect and a split hypercall, not one call) and c=0
+# (kvm.pkvm_collapse=0: blocks collapsed on fault after logging off, not
+# restored in place at EL2), one cell each per pKVM mode to compare with
+# their twin.
 cells() {
 	local mode=$1 fasts=0 v w f
-	case "$mode" in protected*) fasts="1 0"; echo "2M:w10:1:1:0" ;; esac
+	case "$mode" in protected*) fasts="1 0"; echo "2M:w10:1:1:0:1"; echo "2M:w10:1:1:1:0" ;; esac
 	for f in $fasts; do
 		for v in $VCPUS; do
 			for w in w10 w100; do
-				echo "2M:$w:$v:$f:1"
+				echo "2M:$w:$v:$f:1:1"
 			done
 		done
-		echo "0:w10:1:$f:1"
+		echo "0:w10:1:$f:1:1"
 	done
 }
 
@@ -73,14 +76,14 @@ boot_list() {
 	local mode=$1 boot=$2 list=$3 split work v f args
 	: > "$list"
 	cells "$mode" | seeded_shuffle "$SEED-$mode-$boot" |
-	while IFS=: read -r split work v f wp; do
+	while IFS=: read -r split work v f wp c; do
 		args="-s anonymous_hugetlb_2mb -b $MEM -i 3 -v $v -m $GUEST_MODE -L"
 		case "$work" in
 		w100) args+=" -w 100" ;;
 		w10) args+=" -w 10" ;;
 		esac
 		[ "$split" = 2M ] && args+=" -k 2M"
-		echo "all b_${split}_${work}_${v}_mp_f${f}_wp${wp} 300 $PARAM=$f $SPLIT_WP=$wp ./dirty_log_perf_test $args" >> "$list"
+		echo "all b_${split}_${work}_${v}_mp_f${f}_wp${wp}_c${c} 300 $PARAM=$f $SPLIT_WP=$wp $COLLAPSE=$c ./dirty_log_perf_test $args" >> "$list"
 	done
 }
 

@@ -125,6 +125,12 @@ static bool fast_dirty;
  */
 static bool split_wp;
 
+/*
+ * pKVM restores in place the blocks EL2 split when logging stops
+ * (kvm.pkvm_collapse); otherwise each is collapsed on the next fault.
+ */
+static bool collapse;
+
 /* What the last guest_pass() took, by where it was resolved. */
 static struct {
 	u64 host, el2, full, spurious, contended;
@@ -337,6 +343,46 @@ static void check_fault_path(const char *when)
 		when, pass_faults.el2, pass_faults.host, pass_faults.spurious);
 }
 
+/*
+ * Turn dirty logging off. On pKVM with kvm.pkvm_collapse, EL2 restores in
+ * place the @split blocks it split, which are the slot's first ones: one
+ * hypercall and one TLBI per SPLIT_BATCH of them, none left split.
+ * Returns the blocks restored.
+ */
+static u64 logging_off(struct test_vm *t, u64 split, const char *when)
+{
+	u64 h = 0, b = 0, tlbi = 0, skipped = 0;
+
+	if (pkvm) {
+		h = vm_get_stat(t->vm, pkvm_collapse_hcalls);
+		b = vm_get_stat(t->vm, pkvm_collapse_blocks);
+		tlbi = vm_get_stat(t->vm, pkvm_collapse_tlbi);
+		skipped = vm_get_stat(t->vm, pkvm_collapse_skipped);
+	}
+	vm_mem_region_set_flags(t->vm, DATA_SLOT, 0);
+	if (!pkvm)
+		return 0;
+
+	h = vm_get_stat(t->vm, pkvm_collapse_hcalls) - h;
+	b = vm_get_stat(t->vm, pkvm_collapse_blocks) - b;
+	tlbi = vm_get_stat(t->vm, pkvm_collapse_tlbi) - tlbi;
+	skipped = vm_get_stat(t->vm, pkvm_collapse_skipped) - skipped;
+	if (!collapse) {
+		TEST_ASSERT(!h && !b, "%s: %lu collapse hypercalls with kvm.pkvm_collapse=0",
+			    when, h);
+		return 0;
+	}
+	TEST_ASSERT(b == split && !skipped,
+		    "%s: EL2 restored %lu blocks and left %lu split, expected %lu restored",
+		    when, b, skipped, split);
+	TEST_ASSERT(h == DIV_ROUND_UP(split, SPLIT_BATCH) && tlbi == h,
+		    "%s: %lu blocks restored by %lu hypercalls with %lu TLBIs",
+		    when, b, h, tlbi);
+	pr_info("%s: %lu blocks restored in place by %lu hypercalls, %lu TLBIs\n",
+		when, b, h, tlbi);
+	return b;
+}
+
 /* Writes after logging stopped go to the host, which collapses blocks. */
 static void check_no_fast_path(const char *when)
 {
@@ -521,13 +567,32 @@ static void test_split_on_enable(void)
 	bitmap_zero(t.expect, t.npages);
 	check_memory(&t, "short write pass");
 
-	/* Logging off: the first write to each block collapses it again. */
-	vm_mem_region_set_flags(t.vm, DATA_SLOT, 0);
+	/*
+	 * Logging off: EL2 restores every block in place, or the first write
+	 * to each block collapses it.
+	 */
+	n = t.nr_blocks - logging_off(&t, t.nr_blocks, "logging off");
+	check_memory(&t, "after logging off");
+	faults = guest_pass(&t, CMD_READ, 0, t.npages, 1, 0, 0);
+	TEST_ASSERT(!faults, "read pass after logging off took %lu faults", faults);
 	faults = guest_pass(&t, CMD_WRITE, 0, t.npages, 1, 0, 9);
-	TEST_ASSERT(faults == t.nr_blocks, "collapse: %lu faults for %lu blocks",
-		    faults, t.nr_blocks);
+	TEST_ASSERT(faults == n, "collapse: %lu faults, expected %lu for %lu blocks",
+		    faults, n, t.nr_blocks);
 	check_no_fast_path("collapse");
 	check_memory(&t, "after collapse");
+
+	/* Logging on again: every block splits again, and the log is exact. */
+	read_split_stats(&t, &s0);
+	vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
+	check_split(&t, &s0, t.nr_blocks, "logging on again");
+	bitmap_zero(t.expect, t.npages);
+	faults = guest_pass(&t, CMD_READ, 0, t.npages, 1, 0, 0);
+	TEST_ASSERT(!faults, "read pass after logging on again took %lu faults", faults);
+	check_write_pass(&t, 2, 1, 10, count_pages(0, t.npages, 2, 1), "logging on again");
+	n = t.nr_blocks - logging_off(&t, t.nr_blocks, "logging off again");
+	faults = guest_pass(&t, CMD_WRITE, 0, t.npages, 1, 0, 11);
+	TEST_ASSERT(faults == n, "second collapse: %lu faults, expected %lu", faults, n);
+	check_memory(&t, "after the second logging off");
 
 	destroy_test_vm(&t);
 }
@@ -762,7 +827,7 @@ static void test_abi_dying(bool required)
 		TEST_ASSERT(!required, "%s: %s", path, strerror(errno));
 		pr_info("VM being torn down: SKIP (no %s)\n", path);
 	} else {
-		TEST_ASSERT(ok == 2 && !bad && !skip,
+		TEST_ASSERT(ok == 3 && !bad && !skip,
 			    "VM being torn down: %d ok, %d not ok, %d skipped", ok, bad, skip);
 	}
 	stop_raw_vm(&vm);
@@ -1061,12 +1126,16 @@ static void test_split_topup_failure(bool required)
 		check_bitmap(&t, "after a failed top-up");
 		check_memory(&t, "after a failed top-up");
 
-		/* Write-protect everything, then collapse for the next round. */
+		/*
+		 * Write-protect everything, then collapse for the next round:
+		 * EL2 restores the split blocks, the others (broken out on
+		 * fault) fault once each.
+		 */
 		clear_all(&t);
-		vm_mem_region_set_flags(t.vm, DATA_SLOT, 0);
+		b = t.nr_blocks - logging_off(&t, blocks, "logging off after a failed top-up");
 		faults = guest_pass(&t, CMD_WRITE, 0, t.npages, 1, 0, 100 + i);
-		TEST_ASSERT(faults == t.nr_blocks, "collapse: %lu faults for %lu blocks",
-			    faults, t.nr_blocks);
+		TEST_ASSERT(faults == b, "collapse: %lu faults, expected %lu for %lu blocks",
+			    faults, b, t.nr_blocks);
 		check_no_fast_path("collapse after a failed top-up");
 		check_memory(&t, "collapse after a failed top-up");
 	}
@@ -1402,6 +1471,7 @@ static void test_kill_mid_split(u64 secpt)
 #define DIRTY_BUF_PARAM		"/sys/module/kvm/parameters/pkvm_dirty_buf_entries"
 
 #define SPLIT_WP_PARAM		"/sys/module/kvm/parameters/pkvm_split_wrprotect"
+#define COLLAPSE_PARAM		"/sys/module/kvm/parameters/pkvm_collapse"
 
 static bool param_enabled(const char *path)
 {
@@ -1421,15 +1491,16 @@ static bool fast_dirty_enabled(void)
 	return param_enabled(FAST_DIRTY_PARAM);
 }
 
-static void set_split_wp(bool on)
+/* Set a boolean module parameter; returns what it reads back. */
+static bool set_param(const char *path, bool on)
 {
-	int fd = open(SPLIT_WP_PARAM, O_WRONLY);
+	int fd = open(path, O_WRONLY);
 
-	TEST_ASSERT(fd >= 0, "open %s: %s", SPLIT_WP_PARAM, strerror(errno));
-	TEST_ASSERT(write(fd, on ? "Y" : "N", 1) == 1, "write %s", SPLIT_WP_PARAM);
+	TEST_ASSERT(fd >= 0, "open %s: %s", path, strerror(errno));
+	TEST_ASSERT(write(fd, on ? "Y" : "N", 1) == 1, "write %s", path);
 	close(fd);
-	split_wp = param_enabled(SPLIT_WP_PARAM);
-	TEST_ASSERT(split_wp == on, "%s did not take %d", SPLIT_WP_PARAM, on);
+	TEST_ASSERT(param_enabled(path) == on, "%s did not take %d", path, on);
+	return on;
 }
 
 /* Leave the parameters as they were found, even when an assertion fails. */
@@ -1512,6 +1583,7 @@ int main(int argc, char *argv[])
 	pkvm = host_is_pkvm();
 	fast_dirty = pkvm && fast_dirty_enabled();
 	split_wp = pkvm && param_enabled(SPLIT_WP_PARAM);
+	collapse = pkvm && param_enabled(COLLAPSE_PARAM);
 	block_size = get_backing_src_pagesz(VM_MEM_SRC_ANONYMOUS_HUGETLB);
 	sizes = kvm_check_cap(KVM_CAP_ARM_SUPPORTED_BLOCK_SIZES);
 	pr_info("host %s, supported block sizes 0x%lx, hugetlb block %lu KiB, dirty-logging faults resolved %s\n",
@@ -1526,13 +1598,20 @@ int main(int argc, char *argv[])
 	secpt = sec_pagetables_kb();
 	test_split_on_enable();
 	check_no_leak(secpt, "enable-time split");
+	if (collapse) {
+		/* Blocks collapsed on fault, as without the in-place restore. */
+		collapse = set_param(COLLAPSE_PARAM, false);
+		test_split_on_enable();
+		collapse = set_param(COLLAPSE_PARAM, true);
+		check_no_leak(secpt, "enable-time split, collapse on fault");
+	}
 	test_split_on_clear();
 	check_no_leak(secpt, "clear-time split");
 	if (split_wp) {
 		/* The two-step path (write-protect, then split) still works. */
-		set_split_wp(false);
+		split_wp = set_param(SPLIT_WP_PARAM, false);
 		test_split_on_clear();
-		set_split_wp(true);
+		split_wp = set_param(SPLIT_WP_PARAM, true);
 		check_no_leak(secpt, "clear-time split, two-step");
 	}
 	test_split_vs_vcpu_faults();
