@@ -470,6 +470,10 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 			gfn + bp, bp, gfn, 1, -EINVAL);
 	expect_split_wp(&c, "split+wp: write-protect range past the split range", h,
 			gfn, bp, gfn + bp, 1, -EINVAL);
+	expect_split_wp(&c, "split+wp: write-protect range further past it", h,
+			gfn, bp, gfn + bp + 1, 1, -EINVAL);
+	expect_split_wp(&c, "split+wp: write-protect range at the top of the u64 space", h,
+			gfn, bp, ALIGN_DOWN(U64_MAX, bp), bp, -EINVAL);
 	expect_split_wp(&c, "split+wp: write-protect range across a block boundary", h,
 			gfn, 2 * bp, gfn + bp - 1, 2, -EINVAL);
 	expect_split_wp(&c, "split+wp: overflowing wp_gfn + wp_nr", h, gfn, bp,

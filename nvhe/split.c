@@ -48,7 +48,8 @@ static int check_wrprotect_range(u64 gfn, u64 nr_pages, u64 wp_gfn, u64 wp_nr)
 	if (!wp_nr)
 		return 0;
 
-	if (wp_gfn < gfn || wp_nr > gfn + nr_pages - wp_gfn ||
+	if (wp_gfn < gfn || wp_gfn - gfn >= nr_pages ||
+	    wp_nr > nr_pages - (wp_gfn - gfn) ||
 	    ALIGN_DOWN(wp_gfn, block_pages) != ALIGN_DOWN(wp_gfn + wp_nr - 1, block_pages))
 		return -EINVAL;
 
@@ -137,7 +138,7 @@ int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 					     &next, &split, nr_tlbi);
 	*nr_split = split;
 	*done = (next - ipa) >> PAGE_SHIFT;
-	if (ret || !wp_nr || wp_gfn + wp_nr > gfn + *done)
+	if (ret || !wp_nr || wp_gfn - gfn + wp_nr > *done)
 		goto put;
 
 	ret = __pkvm_host_wrprotect_guest(wp_gfn, wp_nr, vm);
