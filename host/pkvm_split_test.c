@@ -72,7 +72,7 @@ static long split_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 }
 
 static long collapse_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
-			 u64 *done, u64 *restored)
+			 u64 *done, u64 *restored, u64 *returned)
 {
 	struct arm_smccc_1_2_regs res, args = {
 		.a0	= KVM_HOST_SMCCC_FUNC(__pkvm_host_collapse_guest),
@@ -86,17 +86,22 @@ static long collapse_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 		return -EOPNOTSUPP;
 	*done = res.a2;
 	*restored = res.a3;
+	*returned = res.a6;
 	return (long)res.a1;
 }
 
-/* A bad restore request must fail as documented and restore nothing. */
+/*
+ * A bad restore request must fail as documented, restore nothing and give
+ * back no page.
+ */
 static void expect_collapse(struct abi_case_ctx *c, const char *what,
 			    pkvm_handle_t handle, u64 gfn, u64 nr_pages, long want)
 {
-	u64 done = ~0ULL, restored = ~0ULL;
-	long ret = collapse_hvc(handle, gfn, nr_pages, &done, &restored);
+	u64 done = ~0ULL, restored = ~0ULL, returned = ~0ULL;
+	long ret = collapse_hvc(handle, gfn, nr_pages, &done, &restored, &returned);
 
-	report(c, ret == want && !restored && (ret ? !done : !!done), what, ret, want);
+	report(c, ret == want && !restored && !returned && (ret ? !done : !!done),
+	       what, ret, want);
 }
 
 static long nsh_hvc(pkvm_handle_t handle, u64 ipa, long level)
@@ -564,9 +569,13 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	 * restored in place by the host's legitimate path, which clears their
 	 * split bits; a second request finds nothing left to restore.
 	 */
+	covered = mc->nr_pages;
 	ret = pkvm_pgtable_stage2_collapse(pgt, PFN_PHYS(gfn), 2 * bp * PAGE_SIZE);
 	report(&c, !ret && !m->split && !n->split,
 	       "restore: legitimate call restores the split blocks", ret, 0);
+	report(&c, mc->nr_pages == covered + 2,
+	       "  ... and gives their two table pages back on the host's cache",
+	       mc->nr_pages - covered, 2);
 	expect_collapse(&c, "restore: ... and then finds nothing to restore", h,
 			gfn, 2 * bp, 0);
 

@@ -351,13 +351,14 @@ static void check_fault_path(const char *when)
  */
 static u64 logging_off(struct test_vm *t, u64 split, const char *when)
 {
-	u64 h = 0, b = 0, tlbi = 0, skipped = 0;
+	u64 h = 0, b = 0, tlbi = 0, skipped = 0, returned = 0;
 
 	if (pkvm) {
 		h = vm_get_stat(t->vm, pkvm_collapse_hcalls);
 		b = vm_get_stat(t->vm, pkvm_collapse_blocks);
 		tlbi = vm_get_stat(t->vm, pkvm_collapse_tlbi);
 		skipped = vm_get_stat(t->vm, pkvm_collapse_skipped);
+		returned = vm_get_stat(t->vm, pkvm_collapse_pages_returned);
 	}
 	vm_mem_region_set_flags(t->vm, DATA_SLOT, 0);
 	if (!pkvm)
@@ -367,9 +368,10 @@ static u64 logging_off(struct test_vm *t, u64 split, const char *when)
 	b = vm_get_stat(t->vm, pkvm_collapse_blocks) - b;
 	tlbi = vm_get_stat(t->vm, pkvm_collapse_tlbi) - tlbi;
 	skipped = vm_get_stat(t->vm, pkvm_collapse_skipped) - skipped;
+	returned = vm_get_stat(t->vm, pkvm_collapse_pages_returned) - returned;
 	if (!collapse) {
-		TEST_ASSERT(!h && !b, "%s: %lu collapse hypercalls with kvm.pkvm_collapse=0",
-			    when, h);
+		TEST_ASSERT(!h && !b && !returned,
+			    "%s: %lu collapse hypercalls with kvm.pkvm_collapse=0", when, h);
 		return 0;
 	}
 	TEST_ASSERT(b == split && !skipped,
@@ -378,8 +380,11 @@ static u64 logging_off(struct test_vm *t, u64 split, const char *when)
 	TEST_ASSERT(h == DIV_ROUND_UP(split, SPLIT_BATCH) && tlbi == h,
 		    "%s: %lu blocks restored by %lu hypercalls with %lu TLBIs",
 		    when, b, h, tlbi);
-	pr_info("%s: %lu blocks restored in place by %lu hypercalls, %lu TLBIs\n",
-		when, b, h, tlbi);
+	/* One last-level table per block, back to the host. */
+	TEST_ASSERT(returned == b, "%s: %lu table pages given back for %lu blocks",
+		    when, returned, b);
+	pr_info("%s: %lu blocks restored in place by %lu hypercalls, %lu TLBIs, %lu table pages back\n",
+		when, b, h, tlbi, returned);
 	return b;
 }
 
@@ -517,7 +522,7 @@ static void test_split_on_enable(void)
 {
 	struct split_stats s0;
 	struct test_vm t;
-	u64 faults, k, n;
+	u64 faults, k, n, secpt;
 
 	create_test_vm(&t, 0);
 	pr_info("enable-time split: %lu blocks of %lu KiB\n", t.nr_blocks, block_size >> 10);
@@ -526,6 +531,7 @@ static void test_split_on_enable(void)
 	check_memory(&t, "populate");
 	bitmap_zero(t.expect, t.npages);
 
+	secpt = pkvm ? sec_pagetables_kb() : 0;
 	read_split_stats(&t, &s0);
 	vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
 	check_split(&t, &s0, t.nr_blocks, "enable logging");
@@ -573,6 +579,12 @@ static void test_split_on_enable(void)
 	 */
 	n = t.nr_blocks - logging_off(&t, t.nr_blocks, "logging off");
 	check_memory(&t, "after logging off");
+	/*
+	 * Every page the split took is back in the host: the tables of the
+	 * restored blocks and what was left in the split cache.
+	 */
+	if (pkvm && collapse)
+		check_no_leak(secpt, "logging off");
 	faults = guest_pass(&t, CMD_READ, 0, t.npages, 1, 0, 0);
 	TEST_ASSERT(!faults, "read pass after logging off took %lu faults", faults);
 	faults = guest_pass(&t, CMD_WRITE, 0, t.npages, 1, 0, 9);
@@ -1063,7 +1075,7 @@ static void clear_all(struct test_vm *t)
 static void test_split_topup_failure(bool required)
 {
 	static const u64 budgets[] = { 0, 1, 4, 8, 9, 12, 17, 100 };
-	u64 prev_blocks = 0, faults, blocks, failed, b, i;
+	u64 prev_blocks = 0, pooled = 0, faults, blocks, failed, b, i;
 	struct split_stats s0, s1;
 	bool partial = false;
 	struct test_vm t;
@@ -1098,9 +1110,14 @@ static void test_split_topup_failure(bool required)
 		partial |= blocks && blocks < t.nr_blocks;
 		TEST_ASSERT(budgets[i] || (failed && !blocks),
 			    "no page allowed: %lu failures, %lu blocks split", failed, blocks);
-		TEST_ASSERT(blocks >= prev_blocks,
-			    "%lu pages allowed: %lu blocks split, %lu with fewer",
-			    budgets[i], blocks, prev_blocks);
+		/*
+		 * No more blocks than pages allowed, but for the tables of the
+		 * blocks collapsed on fault in the round before: they are left
+		 * in the VM's pool at EL2, which the split draws on first.
+		 */
+		TEST_ASSERT(blocks <= budgets[i] + pooled,
+			    "%lu pages allowed: %lu blocks split, %lu collapsed on fault before",
+			    budgets[i], blocks, pooled);
 		TEST_ASSERT(blocks % SPLIT_BATCH == 0 || blocks == t.nr_blocks,
 			    "split stopped inside a batch: %lu blocks", blocks);
 		prev_blocks = blocks;
@@ -1136,6 +1153,7 @@ static void test_split_topup_failure(bool required)
 		faults = guest_pass(&t, CMD_WRITE, 0, t.npages, 1, 0, 100 + i);
 		TEST_ASSERT(faults == b, "collapse: %lu faults, expected %lu for %lu blocks",
 			    faults, b, t.nr_blocks);
+		pooled = b;
 		check_no_fast_path("collapse after a failed top-up");
 		check_memory(&t, "collapse after a failed top-up");
 	}
@@ -1382,13 +1400,148 @@ static void test_split_vs_slot_churn(void)
 	destroy_test_vm(&t);
 }
 
+struct restore_churn {
+	struct test_vm *t;
+	pthread_rwlock_t layout;	/* held for write while the slot moves */
+	bool stop;
+	u64 reads, moves, deletes, mprotects;
+};
+
+/* vCPU 0 reads every page, pass after pass, checking its data. */
+static void *restore_reader_thread(void *arg)
+{
+	struct restore_churn *c = arg;
+
+	while (!READ_ONCE(c->stop)) {
+		pthread_rwlock_rdlock(&c->layout);
+		guest_pass(c->t, CMD_READ, 0, c->t->npages, 1, 0, 0);
+		pthread_rwlock_unlock(&c->layout);
+		c->reads++;
+	}
+	return NULL;
+}
+
 /*
- * Kill the VMM while it is inside KVM_CLEAR_DIRTY_LOG splitting blocks:
- * the VM is torn down with the split memcache part used, and every page
- * it donated must come back. The child says, in memory shared with the
- * parent, when it enters and leaves the clear.
+ * Move the slot away and back, or delete and re-create it (never while
+ * the vCPU runs: it would find no memory), or make its memory read-only
+ * and writable again (an MMU-notifier unmap of every page).
  */
-static void kill_child_vmm(int ready_fd, int *in_clear)
+static void *restore_churn_thread(void *arg)
+{
+	struct restore_churn *c = arg;
+	u64 size = c->t->npages * c->t->page_size, k;
+
+	for (k = 0; !READ_ONCE(c->stop); k++) {
+		switch (k % 4) {
+		case 0:
+			pthread_rwlock_wrlock(&c->layout);
+			set_data_region(c->t, TEST_GPA + SZ_4G, size);
+			set_data_region(c->t, TEST_GPA, size);
+			pthread_rwlock_unlock(&c->layout);
+			c->moves++;
+			break;
+		case 2:
+			pthread_rwlock_wrlock(&c->layout);
+			set_data_region(c->t, TEST_GPA, 0);
+			set_data_region(c->t, TEST_GPA, size);
+			pthread_rwlock_unlock(&c->layout);
+			c->deletes++;
+			break;
+		default:
+			TEST_ASSERT(!mprotect(c->t->hva, size, PROT_READ), "mprotect RO");
+			TEST_ASSERT(!mprotect(c->t->hva, size, PROT_READ | PROT_WRITE),
+				    "mprotect RW");
+			c->mprotects++;
+			break;
+		}
+		usleep(1000);
+	}
+	return NULL;
+}
+
+/*
+ * The restore when logging stops, racing everything that can reach the
+ * slot's mappings: a vCPU faulting pages back in, MMU-notifier unmaps
+ * (which can land between two restore hypercalls, as the loop yields
+ * mmu_lock), and a delete or move of the slot (queued behind the restore
+ * on slots_lock, or landing between the split and the restore). Nothing
+ * of the guest's data may be lost, the dirty log is exact once quiet, and
+ * no page is leaked (checked by the caller).
+ */
+static void test_restore_vs_churn(void)
+{
+	struct kvm_clear_dirty_log log = { .slot = DATA_SLOT };
+	struct restore_churn c = {};
+	pthread_t reader, churn;
+	u64 round, b0, h0, faults;
+	struct test_vm t;
+
+	create_test_vm(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE | KVM_DIRTY_LOG_INITIALLY_SET);
+	guest_pass(&t, CMD_WRITE, 0, t.npages, 1, 0, 5);
+	c.t = &t;
+	pthread_rwlock_init(&c.layout, NULL);
+	log.num_pages = t.npages;
+	log.dirty_bitmap = t.bitmap;
+	bitmap_fill(t.bitmap, t.npages);
+	b0 = pkvm ? vm_get_stat(t.vm, pkvm_collapse_blocks) : 0;
+	h0 = pkvm ? vm_get_stat(t.vm, pkvm_collapse_hcalls) : 0;
+
+	pthread_create(&reader, NULL, restore_reader_thread, &c);
+	pthread_create(&churn, NULL, restore_churn_thread, &c);
+	for (round = 0; round < 40; round++) {
+		/* Split what the vCPU faulted back in, then restore it. */
+		vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
+		if (__vm_ioctl(t.vm, KVM_CLEAR_DIRTY_LOG, &log))
+			TEST_ASSERT(errno == ENOENT, "KVM_CLEAR_DIRTY_LOG: errno %d", errno);
+		vm_mem_region_set_flags(t.vm, DATA_SLOT, 0);
+		usleep(2000);
+	}
+	WRITE_ONCE(c.stop, true);
+	pthread_join(churn, NULL);
+	pthread_join(reader, NULL);
+	pthread_rwlock_destroy(&c.layout);
+
+	pr_info("restore vs churn: %lu rounds, %lu vCPU read passes, %lu moves, %lu deletes, %lu mprotects; %lu blocks restored by %lu hypercalls\n",
+		round, c.reads, c.moves, c.deletes, c.mprotects,
+		pkvm ? vm_get_stat(t.vm, pkvm_collapse_blocks) - b0 : 0,
+		pkvm ? vm_get_stat(t.vm, pkvm_collapse_hcalls) - h0 : 0);
+	TEST_ASSERT(c.reads && c.moves && c.deletes && c.mprotects,
+		    "restore vs churn: a racer never ran");
+	TEST_ASSERT(!collapse || vm_get_stat(t.vm, pkvm_collapse_blocks) > b0,
+		    "restore vs churn: nothing was restored");
+	check_memory(&t, "restore vs churn");
+
+	/*
+	 * Quiet again. A write pass first: after mprotect(), the host's
+	 * page-table entries stay read-only until written (private memory),
+	 * so read faults map pages read-only, and a write to those is the
+	 * host's to resolve, not EL2's. Then the log must be exact.
+	 */
+	faults = guest_pass(&t, CMD_WRITE, 0, t.npages, 1, 0, 6);
+	pr_info("restore vs churn: %lu faults to map every page writable again\n", faults);
+	check_memory(&t, "write pass after restore vs churn");
+	vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
+	kvm_vm_get_dirty_log(t.vm, DATA_SLOT, t.bitmap);
+	clear_range(&t, 0, t.npages);
+	bitmap_zero(t.expect, t.npages);
+	memset(blk_split, 0, sizeof(blk_split));
+	check_write_pass(&t, 5, 2, 77, count_pages(0, t.npages, 5, 2),
+			 "write pass after restore vs churn");
+	check_memory(&t, "after restore vs churn");
+	destroy_test_vm(&t);
+}
+
+/*
+ * Kill the VMM while it is inside KVM_CLEAR_DIRTY_LOG splitting blocks, or
+ * turning logging off (EL2 restoring them, table pages coming back on the
+ * split cache): the VM is torn down with the split memcache part used, and
+ * every page it donated must come back. The child says, in memory shared
+ * with the parent, which of the two it is in (IN_CLEAR, IN_LOG_OFF) and
+ * when it leaves.
+ */
+enum { IN_CLEAR = 1, IN_LOG_OFF };
+
+static void kill_child_vmm(int ready_fd, int *in_ioctl)
 {
 	struct test_vm t;
 	u64 seed = 1;
@@ -1398,10 +1551,11 @@ static void kill_child_vmm(int ready_fd, int *in_clear)
 	TEST_ASSERT(write(ready_fd, "r", 1) == 1, "signal readiness");
 	for (;;) {
 		vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
-		WRITE_ONCE(*in_clear, 1);
+		WRITE_ONCE(*in_ioctl, IN_CLEAR);
 		clear_range(&t, 0, t.npages);
-		WRITE_ONCE(*in_clear, 0);
+		WRITE_ONCE(*in_ioctl, IN_LOG_OFF);
 		vm_mem_region_set_flags(t.vm, DATA_SLOT, 0);
+		WRITE_ONCE(*in_ioctl, 0);
 		guest_pass(&t, CMD_WRITE, 0, t.npages, 1, 0, ++seed);
 	}
 }
@@ -1416,7 +1570,7 @@ static u64 now_us(void)
 
 static void test_kill_mid_split(u64 secpt)
 {
-	int i, landed = 0, status, pipefd[2], *in_clear;
+	int i, want, landed[3] = {}, status, pipefd[2], *in_ioctl;
 	u64 now, deadline, tries;
 	pid_t pid;
 	char c;
@@ -1424,31 +1578,32 @@ static void test_kill_mid_split(u64 secpt)
 	if (!pkvm)
 		return;
 
-	in_clear = mmap(NULL, getpagesize(), PROT_READ | PROT_WRITE,
+	in_ioctl = mmap(NULL, getpagesize(), PROT_READ | PROT_WRITE,
 			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	TEST_ASSERT(in_clear != MAP_FAILED, "mmap");
-	for (i = 0; i < 6; i++) {
-		WRITE_ONCE(*in_clear, 0);
+	TEST_ASSERT(in_ioctl != MAP_FAILED, "mmap");
+	for (i = 0; i < 12; i++) {
+		want = i % 2 ? IN_LOG_OFF : IN_CLEAR;
+		WRITE_ONCE(*in_ioctl, 0);
 		TEST_ASSERT(!pipe(pipefd), "pipe");
 		fflush(stdout);
 		pid = fork();
 		TEST_ASSERT(pid >= 0, "fork");
 		if (!pid) {
 			close(pipefd[0]);
-			kill_child_vmm(pipefd[1], in_clear);
+			kill_child_vmm(pipefd[1], in_ioctl);
 		}
 		close(pipefd[1]);
 		TEST_ASSERT(read(pipefd[0], &c, 1) == 1, "child VMM died before its VM ran");
 		close(pipefd[0]);
 
-		/* Catch it entering the clear, then wait a little longer each time. */
+		/* Catch it entering the ioctl, then wait a little longer each time. */
 		deadline = now_us() + 20 * 1000000ULL;
-		while (!READ_ONCE(*in_clear) && now_us() < deadline)
+		while (READ_ONCE(*in_ioctl) != want && now_us() < deadline)
 			;
-		deadline = now_us() + i * 200;
+		deadline = now_us() + (i / 2) * 200;
 		while (now_us() < deadline)
 			;
-		landed += READ_ONCE(*in_clear);
+		landed[READ_ONCE(*in_ioctl)]++;
 		kill(pid, SIGKILL);
 		TEST_ASSERT(waitpid(pid, &status, 0) == pid, "waitpid");
 		TEST_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
@@ -1461,10 +1616,11 @@ static void test_kill_mid_split(u64 secpt)
 			    "SecPageTables %lu kB after killing a VMM mid-split, %lu kB before",
 			    now, secpt);
 	}
-	munmap(in_clear, getpagesize());
-	pr_info("killed %d VMMs, %d while in KVM_CLEAR_DIRTY_LOG; SecPageTables back to %lu kB\n",
-		i, landed, secpt);
-	TEST_ASSERT(landed, "no kill landed inside KVM_CLEAR_DIRTY_LOG");
+	munmap(in_ioctl, getpagesize());
+	pr_info("killed %d VMMs, %d while in KVM_CLEAR_DIRTY_LOG, %d while turning logging off; SecPageTables back to %lu kB\n",
+		i, landed[IN_CLEAR], landed[IN_LOG_OFF], secpt);
+	TEST_ASSERT(landed[IN_CLEAR], "no kill landed inside KVM_CLEAR_DIRTY_LOG");
+	TEST_ASSERT(landed[IN_LOG_OFF], "no kill landed while turning logging off");
 }
 
 #define FAST_DIRTY_PARAM	"/sys/module/kvm/parameters/pkvm_fast_dirty"
@@ -1618,6 +1774,8 @@ int main(int argc, char *argv[])
 	check_no_leak(secpt, "split vs vCPU faults");
 	test_split_vs_slot_churn();
 	check_no_leak(secpt, "split vs slot churn");
+	test_restore_vs_churn();
+	check_no_leak(secpt, "restore vs churn");
 	test_split_shared_with_other_vm();
 	check_no_leak(secpt, "split shared with another guest");
 	if (pkvm) {
