@@ -8,7 +8,7 @@ export BUILD
 S := $(CURDIR)/scripts
 
 .PHONY: all deps tree kernel selftests initramfs run test check patches \
-	bench matrix bisect clean distclean
+	bench matrix bisect fuzz clean distclean
 
 all: initramfs
 
@@ -56,6 +56,13 @@ bench: initramfs
 # 4K/16K/64K pages x NVHE_EL2_DEBUG on/off builds, 16K and 64K pKVM boots (long).
 matrix: tree selftests
 	@$(S)/matrix.sh
+
+# The random sequence test, long: fresh seeds in both protected modes
+# (FUZZ_STEPS steps per seed, FUZZ_RUNS seeds per mode). Results in bench/fuzz/.
+FUZZ_STEPS ?= 2000
+FUZZ_RUNS ?= 4
+fuzz: initramfs
+	@$(S)/fuzz.sh $(FUZZ_STEPS) $(FUZZ_RUNS)
 
 # Every prefix of the series builds (kernel, and selftests where touched).
 bisect: kernel

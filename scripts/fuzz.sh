@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# fuzz.sh [steps] [runs]: the random sequence test of pkvm_eager_split_test
+# (-z), long: <runs> fresh seeds (default 4) of <steps> steps each (default
+# 2000) in each protected mode, one boot per mode, seeds from /dev/urandom
+# and printed. Results go to bench/fuzz/<date>/: the serial logs and
+# summary.txt (seed, steps, verdict per run); a failing seed is replayed
+# with `pkvm_eager_split_test -z <steps> -s <seed>`, and becomes a
+# regression seed in selftests/matrix.list.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+
+steps=${1:-2000}
+runs=${2:-4}
+case "$steps" in ''|*[!0-9]*|0) die "steps must be a positive count, not '$steps'" ;; esac
+case "$runs" in ''|*[!0-9]*|0) die "runs must be a positive count, not '$runs'" ;; esac
+# Under TCG a step takes about 0.25 s (a guest pass, a check of every word,
+# an EL2 walk): allow 1 s per step, and the boot.
+per_run=$(( steps + 120 ))
+out=$TOP/bench/fuzz/$(date -u +%Y-%m-%d-%H%M)
+mkdir -p "$out"
+list=$BUILD/fuzz.list
+: > "$list"
+for mode in protected protected-nvhe; do
+	for i in $(seq 1 "$runs"); do
+		seed=0x$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
+		echo "$mode fuzz_$i $per_run ./pkvm_eager_split_test -z $steps -s $seed" >> "$list"
+	done
+done
+cp "$list" "$out/fuzz.list"
+MATRIX=$list INITRAMFS_OUT=$BUILD/fuzz-initramfs.cpio "$TOP/scripts/mk-initramfs.sh" >/dev/null ||
+	die "mk-initramfs failed"
+
+summary=$out/summary.txt
+: > "$summary"
+rc=0
+for mode in protected protected-nvhe; do
+	INITRD=$BUILD/fuzz-initramfs.cpio "$TOP/scripts/boot.sh" "$mode" default \
+		> "$out/$mode.results" 2>&1 || rc=1
+	log=$out/$mode.log
+	cp "$BUILD/logs/default-$mode-$mode.log" "$log"
+	grep -E '^# random sequence: ' "$log" | sed "s/^# /$mode: /" >> "$summary"
+	grep -E '^(PASS|FAIL|SKIP) ' "$out/$mode.results" | sed "s/^/$mode: /" >> "$summary"
+done
+passed=$(grep -c 'steps passed' "$summary")
+failed=$(grep -c 'FAILED at seed' "$summary")
+echo "fuzz: $passed sequences of $steps steps passed, $failed failed ($((2 * runs)) seeds); see $summary" |
+	tee -a "$summary"
+exit $rc
