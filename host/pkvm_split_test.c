@@ -13,6 +13,10 @@
  *
  * Reading pkvm_split_abi_dying, for an idle non-protected VM with nothing
  * mapped, starts its teardown and checks that the split then refuses it.
+ *
+ * Reading pkvm_split_check checks the VM's guest stage-2 at EL2 against
+ * the page states and the host's records, and changes nothing: the
+ * random sequence test calls it after every step.
  */
 
 #include <linux/debugfs.h>
@@ -673,6 +677,87 @@ unlock:
 }
 DEFINE_SHOW_ATTRIBUTE(pkvm_split_abi_dying);
 
+static long check_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
+		      struct arm_smccc_1_2_regs *res)
+{
+	struct arm_smccc_1_2_regs args = {
+		.a0	= KVM_HOST_SMCCC_FUNC(__pkvm_check_guest),
+		.a1	= handle,
+		.a2	= gfn,
+		.a3	= nr_pages,
+	};
+
+	arm_smccc_1_2_hvc(&args, res);
+	if (res->a0 != SMCCC_RET_SUCCESS)
+		return -EOPNOTSUPP;
+	return (long)res->a1;
+}
+
+/*
+ * Reading pkvm_split_check checks the VM's guest stage-2 at EL2, over every
+ * memslot (block-aligned, in IPA order), against the page states
+ * (__pkvm_check_guest), and what EL2 found against the host's records: as
+ * many pages mapped as recorded, and one block leaf per record of a whole
+ * block that is not split. It changes nothing.
+ */
+static int pkvm_split_check_show(struct seq_file *s, void *unused)
+{
+	u64 bp = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
+	u64 pages = 0, blocks = 0, marked = 0, rec_pages = 0, rec_blocks = 0;
+	u64 rec_split = 0, calls = 0, covered = 0, gfn, end;
+	struct kvm *kvm = s->private;
+	struct arm_smccc_1_2_regs res = {};
+	struct kvm_memory_slot *slot;
+	struct kvm_memslot_iter iter;
+	struct kvm_pgtable *pgt;
+	struct rb_node *node;
+	long ret = 0;
+
+	if (!pkvm_hyp_vm_is_created(kvm) || kvm_vm_is_protected(kvm)) {
+		seq_puts(s, "skip: needs a running non-protected VM\n");
+		return 0;
+	}
+
+	mutex_lock(&kvm->slots_lock);
+	write_lock(&kvm->mmu_lock);
+	pgt = kvm->arch.mmu.pgt;
+	kvm_for_each_memslot_in_gfn_range(&iter, kvm_memslots(kvm), 0, U64_MAX) {
+		slot = iter.slot;
+		gfn = max(ALIGN_DOWN(slot->base_gfn, bp), covered);
+		end = ALIGN(slot->base_gfn + slot->npages, bp);
+		while (!ret && gfn < end) {
+			ret = check_hvc(kvm->arch.pkvm.handle, gfn, end - gfn, &res);
+			calls++;
+			pages += res.a3;
+			blocks += res.a4;
+			marked += res.a5;
+			if (!ret && !res.a2)
+				ret = -EIO;
+			gfn += res.a2;
+		}
+		covered = end;
+		if (ret)
+			break;
+	}
+	for (node = rb_first_cached(&pgt->pkvm_mappings); node; node = rb_next(node)) {
+		struct pkvm_mapping *m = rb_entry(node, struct pkvm_mapping, node);
+
+		rec_pages += m->nr_pages;
+		rec_blocks += m->nr_pages > 1 && !m->split;
+		rec_split += m->split;
+	}
+	write_unlock(&kvm->mmu_lock);
+	mutex_unlock(&kvm->slots_lock);
+
+	seq_printf(s, "el2: calls %llu pages %llu blocks %llu marked %llu\n",
+		   calls, pages, blocks, marked);
+	seq_printf(s, "host: pages %llu blocks %llu split %llu\n",
+		   rec_pages, rec_blocks, rec_split);
+	seq_printf(s, "result %ld bad_ipa 0x%llx\n", ret, ret ? (u64)res.a6 : 0ULL);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(pkvm_split_check);
+
 void pkvm_split_abi_test_create_debugfs(struct kvm *kvm)
 {
 	if (!is_protected_kvm_enabled())
@@ -682,4 +767,6 @@ void pkvm_split_abi_test_create_debugfs(struct kvm *kvm)
 			    &pkvm_split_abi_fops);
 	debugfs_create_file("pkvm_split_abi_dying", 0400, kvm->debugfs_dentry,
 			    kvm, &pkvm_split_abi_dying_fops);
+	debugfs_create_file("pkvm_split_check", 0400, kvm->debugfs_dentry, kvm,
+			    &pkvm_split_check_fops);
 }

@@ -1717,13 +1717,241 @@ static bool host_is_pkvm(void)
 	return strstr(cmdline, "kvm-arm.mode=protected");
 }
 
+/*
+ * Random sequence test (-z STEPS): from a seed, a sequence of the steps
+ * that reach the split and restore ABI and what it interacts with (guest
+ * reads and writes, dirty logging on and off, clears of random ranges,
+ * KVM_GET_DIRTY_LOG, slot moves, deletes, mprotect(), the pKVM knobs, top-ups
+ * that fail part-way, VM teardown and creation with and without
+ * manual-protect), checked after every step against a model: every word
+ * of guest memory, the exact dirty log, and on pKVM the guest's stage-2 at
+ * EL2 against the page states and the host's records (pkvm_split_check),
+ * and SecPageTables back to its baseline after each VM. A failure prints
+ * the seed and the step: -s SEED replays it.
+ */
+struct fuzz {
+	struct test_vm t;
+	bool live, manual, logging;
+	u64 seed, step, rng, secpt, ops[16];
+	const char *op;
+	bool done;
+};
+
+static struct fuzz fz;
+
+enum {
+	FZ_WRITE, FZ_READ, FZ_LOG, FZ_CLEAR, FZ_GET, FZ_MOVE, FZ_DELETE,
+	FZ_MPROTECT, FZ_KNOBS, FZ_TOPUP, FZ_NEW_VM, FZ_NR,
+};
+
+static const char * const fz_names[FZ_NR] = {
+	"write pass", "read pass", "logging on/off", "clear a range",
+	"get the dirty log", "move the slot and back", "delete and re-create the slot",
+	"mprotect read-only and back", "flip the pKVM knobs", "clear with a failing top-up",
+	"new VM",
+};
+
+/* Relative weights: guest passes and the log most often. */
+static const u64 fz_weight[FZ_NR] = { 6, 3, 3, 5, 3, 1, 1, 1, 1, 1, 1 };
+
+static u64 fz_rand(void)
+{
+	/* xorshift64*: reproducible from the seed on any libc. */
+	fz.rng ^= fz.rng >> 12;
+	fz.rng ^= fz.rng << 25;
+	fz.rng ^= fz.rng >> 27;
+	return fz.rng * 0x2545f4914f6cdd1dULL;
+}
+
+static u64 fz_below(u64 n)
+{
+	return fz_rand() % n;
+}
+
+static void fz_report(void)
+{
+	if (fz.seed && !fz.done)
+		printf("random sequence: FAILED at seed 0x%lx step %lu (%s): replay with %s\n",
+		       fz.seed, fz.step, fz.op ?: "setup", "-z <step + 1> -s <seed>");
+}
+
+/* The log model after logging starts, or the slot is re-created logging. */
+static void fz_log_started(void)
+{
+	if (fz.manual)
+		bitmap_fill(fz.t.expect, fz.t.npages);
+	else
+		bitmap_zero(fz.t.expect, fz.t.npages);
+}
+
+static void fz_new_vm(void)
+{
+	if (fz.live) {
+		destroy_test_vm(&fz.t);
+		check_no_leak(fz.secpt, "a VM of the random sequence");
+	}
+	fz.manual = fz_below(2);
+	create_test_vm(&fz.t, fz.manual ? KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
+					  KVM_DIRTY_LOG_INITIALLY_SET : 0);
+	fz.live = true;
+	fz.logging = false;
+	guest_pass(&fz.t, CMD_WRITE, 0, fz.t.npages, 1, 0, 1);
+}
+
+/*
+ * The guest's stage-2 at EL2 agrees with the page states and with the
+ * host's records: as many pages mapped, a block leaf for every record of
+ * a whole block that is not split.
+ */
+static void fz_check_el2(void)
+{
+	u64 calls, pages, blocks, marked, hpages, hblocks, hsplit, bad;
+	char path[128];
+	long result;
+	FILE *f;
+	int n;
+
+	if (!pkvm)
+		return;
+	snprintf(path, sizeof(path), "/sys/kernel/debug/kvm/%d-%d/pkvm_split_check",
+		 getpid(), fz.t.vm->fd);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	n = fscanf(f, "el2: calls %lu pages %lu blocks %lu marked %lu\n"
+		   "host: pages %lu blocks %lu split %lu\nresult %ld bad_ipa 0x%lx",
+		   &calls, &pages, &blocks, &marked, &hpages, &hblocks, &hsplit,
+		   &result, &bad);
+	fclose(f);
+	TEST_ASSERT(n == 9, "%s: %d fields read", path, n);
+	TEST_ASSERT(!result, "EL2 stage-2 check: error %ld at IPA 0x%lx", result, bad);
+	TEST_ASSERT(pages == hpages && blocks == hblocks,
+		    "EL2: %lu pages, %lu blocks; host: %lu pages, %lu blocks, %lu split",
+		    pages, blocks, hpages, hblocks, hsplit);
+}
+
+static void fz_step(int op)
+{
+	struct test_vm *t = &fz.t;
+	u64 first, nr, stride;
+
+	switch (op) {
+	case FZ_WRITE:
+		first = fz_below(t->npages);
+		nr = 1 + fz_below(t->npages - first);
+		stride = 1 + fz_below(7);
+		guest_pass(t, CMD_WRITE, first, first + nr, stride, fz_below(stride),
+			   2 + fz_below(250));
+		break;
+	case FZ_READ:
+		guest_pass(t, CMD_READ, 0, t->npages, 1, 0, 0);
+		break;
+	case FZ_LOG:
+		fz.logging = !fz.logging;
+		vm_mem_region_set_flags(t->vm, DATA_SLOT,
+					fz.logging ? KVM_MEM_LOG_DIRTY_PAGES : 0);
+		if (fz.logging)
+			fz_log_started();
+		memset(blk_split, 0, sizeof(blk_split));
+		break;
+	case FZ_CLEAR:
+		if (!fz.logging || !fz.manual)
+			break;
+		first = 64 * fz_below(t->npages / 64);
+		nr = 64 * (1 + fz_below((t->npages - first) / 64));
+		clear_range(t, first, nr);
+		break;
+	case FZ_GET:
+		if (!fz.logging)
+			break;
+		kvm_vm_get_dirty_log(t->vm, DATA_SLOT, t->bitmap);
+		check_bitmap(t, "random sequence");
+		/* Without manual-protect, the get also clears the log. */
+		if (!fz.manual)
+			bitmap_zero(t->expect, t->npages);
+		break;
+	case FZ_MOVE:
+	case FZ_DELETE:
+		set_data_region(t, op == FZ_MOVE ? TEST_GPA + SZ_4G : TEST_GPA,
+				op == FZ_MOVE ? t->npages * t->page_size : 0);
+		set_data_region(t, TEST_GPA, t->npages * t->page_size);
+		/*
+		 * A move keeps the slot's dirty bitmap; a slot created again
+		 * logging has a new one.
+		 */
+		if (op == FZ_DELETE && fz.logging)
+			fz_log_started();
+		break;
+	case FZ_MPROTECT:
+		TEST_ASSERT(!mprotect(t->hva, t->npages * t->page_size, PROT_READ),
+			    "mprotect RO");
+		TEST_ASSERT(!mprotect(t->hva, t->npages * t->page_size,
+				      PROT_READ | PROT_WRITE), "mprotect RW");
+		break;
+	case FZ_KNOBS:
+		if (!pkvm)
+			break;
+		write_file(FAST_DIRTY_PARAM, fz_below(2) ? "1" : "0");
+		split_wp = set_param(SPLIT_WP_PARAM, fz_below(2));
+		collapse = set_param(COLLAPSE_PARAM, fz_below(2));
+		break;
+	case FZ_TOPUP:
+		if (!pkvm || !fz.logging || !fz.manual || !disarm_page_alloc_failure() ||
+		    access("/proc/thread-self/make-it-fail", W_OK))
+			break;
+		clear_all_failing(t, fz_below(20));
+		break;
+	case FZ_NEW_VM:
+		fz_new_vm();
+		break;
+	}
+}
+
+static void test_random_sequence(u64 seed, u64 steps)
+{
+	u64 total = 0, i, w;
+	int op;
+
+	memset(&fz, 0, sizeof(fz));
+	fz.seed = seed;
+	fz.rng = seed ?: 1;
+	fz.secpt = sec_pagetables_kb();
+	pr_info("random sequence: seed 0x%lx, %lu steps\n", seed, steps);
+	fz_new_vm();
+
+	for (op = 0; op < FZ_NR; op++)
+		total += fz_weight[op];
+	for (fz.step = 0; fz.step < steps; fz.step++) {
+		w = fz_below(total);
+		for (op = 0; w >= fz_weight[op]; op++)
+			w -= fz_weight[op];
+		fz.op = fz_names[op];
+		fz.ops[op]++;
+		fz_step(op);
+		check_memory(&fz.t, fz.op);
+		fz_check_el2();
+	}
+	fz.op = "teardown";
+	destroy_test_vm(&fz.t);
+	check_no_leak(fz.secpt, "the random sequence");
+	if (pkvm) {
+		restore_fast_dirty();
+		split_wp = set_param(SPLIT_WP_PARAM, true);
+		collapse = set_param(COLLAPSE_PARAM, true);
+	}
+	fz.done = true;
+	printf("random sequence: seed 0x%lx, %lu steps passed:", seed, steps);
+	for (i = 0; i < FZ_NR; i++)
+		printf(" %lu %s%s", fz.ops[i], fz_names[i], i + 1 < FZ_NR ? "," : "\n");
+}
+
 int main(int argc, char *argv[])
 {
 	bool abi_required = false, fault_required = false;
-	u64 sizes, secpt;
-	int opt;
+	u64 sizes, secpt, steps = 0, seeds[8];
+	int opt, nr_seeds = 0, i;
 
-	while ((opt = getopt(argc, argv, "af")) != -1) {
+	while ((opt = getopt(argc, argv, "afz:s:")) != -1) {
 		switch (opt) {
 		case 'a':
 			abi_required = true;
@@ -1731,10 +1959,21 @@ int main(int argc, char *argv[])
 		case 'f':
 			fault_required = true;
 			break;
+		case 'z':
+			steps = strtoull(optarg, NULL, 0);
+			TEST_ASSERT(steps, "-z: a number of steps, not '%s'", optarg);
+			break;
+		case 's':
+			TEST_ASSERT(nr_seeds < ARRAY_SIZE(seeds), "at most %zu seeds",
+				    ARRAY_SIZE(seeds));
+			seeds[nr_seeds++] = strtoull(optarg, NULL, 0);
+			break;
 		default:
-			printf("usage: %s [-a] [-f]\n"
+			printf("usage: %s [-a] [-f] [-z STEPS [-s SEED]...]\n"
 			       " -a: fail if the pKVM hostile-host ABI table is missing\n"
-			       " -f: fail if page allocation fault injection is missing\n",
+			       " -f: fail if page allocation fault injection is missing\n"
+			       " -z: only the random sequence test, STEPS steps per seed\n"
+			       " -s: its seed (repeatable; default 0x1, 0x2 and a new one)\n",
 			       argv[0]);
 			exit(KSFT_SKIP);
 		}
@@ -1757,6 +1996,19 @@ int main(int argc, char *argv[])
 	if (pkvm)
 		TEST_ASSERT(!(sizes & ~(getpagesize() | block_size)),
 			    "pKVM claims block sizes it does not map: 0x%lx", sizes);
+
+	if (steps) {
+		if (!nr_seeds) {
+			seeds[nr_seeds++] = 0x1;
+			seeds[nr_seeds++] = 0x2;
+			seeds[nr_seeds++] = now_us() ^ ((u64)getpid() << 32);
+		}
+		atexit(fz_report);
+		for (i = 0; i < nr_seeds; i++)
+			test_random_sequence(seeds[i], steps);
+		pr_info("PASS\n");
+		return 0;
+	}
 
 	secpt = sec_pagetables_kb();
 	test_split_on_enable();
