@@ -6,7 +6,8 @@
 #   modes: protected (pKVM, hVHE under -cpu max), protected-nvhe, nvhe, vhe
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
-need qemu-system-aarch64 timeout
+QEMU=${QEMU:-qemu-system-aarch64}
+need "$QEMU" timeout
 
 mode=${1:?mode}
 variant=${2:-default}
@@ -48,7 +49,7 @@ tl=$(awk '{s += $2} END {print s + 0}' "$BUILD/initramfs/tests/$list.list" 2>/de
 limit=${BOOT_TIMEOUT:-$((tl + 120))}
 
 start=$(date +%s)
-timeout --foreground -k 10 "$limit" qemu-system-aarch64 \
+timeout --foreground -k 10 "$limit" "$QEMU" \
 	-M virt,virtualization=on,gic-version=3 -cpu "$cpu" \
 	-smp "${SMP:-2}" -m "${MEM:-2G}" -nographic -no-reboot -nic none \
 	-kernel "$image" -initrd "$initrd" ${QEMU_EXTRA:-} \
@@ -56,7 +57,7 @@ timeout --foreground -k 10 "$limit" qemu-system-aarch64 \
 	> "$log" 2>&1 < /dev/null
 qrc=$?
 secs=$(( $(date +%s) - start ))
-tr -d '\r' < "$log" > "$log.tmp" && mv "$log.tmp" "$log"
+{ echo "# host: $("$QEMU" --version | head -1)"; tr -d '\r' < "$log"; } > "$log.tmp" && mv "$log.tmp" "$log"
 
 fail=0
 result() { echo "$*"; case "$1" in FAIL) fail=1 ;; esac; }

@@ -13,7 +13,7 @@ for p in $PKGS; do
 done
 if [ ${#need[@]} -eq 0 ]; then
 	echo "install-deps: all packages present"
-	exit 0
+	exec "$(dirname "$0")/install-qemu.sh"
 fi
 if [ "$(id -u)" -ne 0 ]; then
 	SUDO=sudo
@@ -27,3 +27,4 @@ $SUDO apt-get update -qq || { echo "install-deps: apt-get update failed (no netw
 $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null ||
 	{ echo "install-deps: apt-get install failed for: ${need[*]}" >&2; exit 1; }
 echo "install-deps: done"
+exec "$(dirname "$0")/install-qemu.sh"
