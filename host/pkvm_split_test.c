@@ -17,6 +17,9 @@
  * Reading pkvm_split_check checks the VM's guest stage-2 at EL2 against
  * the page states and the host's records, and changes nothing: the
  * random sequence test calls it after every step.
+ *
+ * Writing "SEED STEPS" to pkvm_split_raw makes random raw hostile calls
+ * for the VM, checked one by one: see run_raw().
  */
 
 #include <linux/debugfs.h>
@@ -693,44 +696,41 @@ static long check_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 	return (long)res->a1;
 }
 
+struct split_check {
+	u64 calls, pages, blocks, marked, tables, split_cache, bad_ipa;
+	u64 rec_pages, rec_blocks, rec_split;
+};
+
 /*
- * Reading pkvm_split_check checks the VM's guest stage-2 at EL2, over every
- * memslot (block-aligned, in IPA order), against the page states
- * (__pkvm_check_guest), and what EL2 found against the host's records: as
- * many pages mapped as recorded, and one block leaf per record of a whole
- * block that is not split. It changes nothing.
+ * Check the VM's guest stage-2 at EL2, over every memslot (block-aligned,
+ * in IPA order), against the page states (__pkvm_check_guest), and gather
+ * what EL2 found and what the host's records say. The caller holds
+ * slots_lock and mmu_lock for write.
  */
-static int pkvm_split_check_show(struct seq_file *s, void *unused)
+static long split_check(struct kvm *kvm, struct split_check *sc)
 {
 	u64 bp = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
-	u64 pages = 0, blocks = 0, marked = 0, rec_pages = 0, rec_blocks = 0;
-	u64 rec_split = 0, calls = 0, covered = 0, gfn, end;
-	struct kvm *kvm = s->private;
+	struct kvm_pgtable *pgt = kvm->arch.mmu.pgt;
 	struct arm_smccc_1_2_regs res = {};
 	struct kvm_memory_slot *slot;
 	struct kvm_memslot_iter iter;
-	struct kvm_pgtable *pgt;
+	u64 gfn, end, covered = 0;
 	struct rb_node *node;
 	long ret = 0;
 
-	if (!pkvm_hyp_vm_is_created(kvm) || kvm_vm_is_protected(kvm)) {
-		seq_puts(s, "skip: needs a running non-protected VM\n");
-		return 0;
-	}
-
-	mutex_lock(&kvm->slots_lock);
-	write_lock(&kvm->mmu_lock);
-	pgt = kvm->arch.mmu.pgt;
+	memset(sc, 0, sizeof(*sc));
 	kvm_for_each_memslot_in_gfn_range(&iter, kvm_memslots(kvm), 0, U64_MAX) {
 		slot = iter.slot;
 		gfn = max(ALIGN_DOWN(slot->base_gfn, bp), covered);
 		end = ALIGN(slot->base_gfn + slot->npages, bp);
 		while (!ret && gfn < end) {
 			ret = check_hvc(kvm->arch.pkvm.handle, gfn, end - gfn, &res);
-			calls++;
-			pages += res.a3;
-			blocks += res.a4;
-			marked += res.a5;
+			sc->calls++;
+			sc->pages += res.a3;
+			sc->blocks += res.a4;
+			sc->marked += res.a5;
+			sc->tables += res.a7;
+			sc->split_cache = res.a8;
 			if (!ret && !res.a2)
 				ret = -EIO;
 			gfn += res.a2;
@@ -739,24 +739,708 @@ static int pkvm_split_check_show(struct seq_file *s, void *unused)
 		if (ret)
 			break;
 	}
+	sc->bad_ipa = ret ? res.a6 : 0;
 	for (node = rb_first_cached(&pgt->pkvm_mappings); node; node = rb_next(node)) {
 		struct pkvm_mapping *m = rb_entry(node, struct pkvm_mapping, node);
 
-		rec_pages += m->nr_pages;
-		rec_blocks += m->nr_pages > 1 && !m->split;
-		rec_split += m->split;
+		sc->rec_pages += m->nr_pages;
+		sc->rec_blocks += m->nr_pages > 1 && !m->split;
+		sc->rec_split += m->split;
 	}
+
+	return ret;
+}
+
+/*
+ * Reading pkvm_split_check checks the VM's guest stage-2 at EL2 against
+ * the page states, and what EL2 found against the host's records: as many
+ * pages mapped as recorded, and one block leaf per record of a whole block
+ * that is not split. It changes nothing.
+ */
+static int pkvm_split_check_show(struct seq_file *s, void *unused)
+{
+	struct kvm *kvm = s->private;
+	struct split_check sc;
+	long ret;
+
+	if (!pkvm_hyp_vm_is_created(kvm) || kvm_vm_is_protected(kvm)) {
+		seq_puts(s, "skip: needs a running non-protected VM\n");
+		return 0;
+	}
+
+	mutex_lock(&kvm->slots_lock);
+	write_lock(&kvm->mmu_lock);
+	ret = split_check(kvm, &sc);
 	write_unlock(&kvm->mmu_lock);
 	mutex_unlock(&kvm->slots_lock);
 
 	seq_printf(s, "el2: calls %llu pages %llu blocks %llu marked %llu\n",
-		   calls, pages, blocks, marked);
+		   sc.calls, sc.pages, sc.blocks, sc.marked);
 	seq_printf(s, "host: pages %llu blocks %llu split %llu\n",
-		   rec_pages, rec_blocks, rec_split);
-	seq_printf(s, "result %ld bad_ipa 0x%llx\n", ret, ret ? (u64)res.a6 : 0ULL);
+		   sc.rec_pages, sc.rec_blocks, sc.rec_split);
+	seq_printf(s, "result %ld bad_ipa 0x%llx\n", ret, sc.bad_ipa);
+	seq_printf(s, "el2 pages: tables %llu split_cache %llu\n", sc.tables,
+		   sc.split_cache);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(pkvm_split_check);
+
+/*
+ * Raw hostile calls at random. Writing "SEED STEPS" to pkvm_split_raw
+ * makes STEPS calls (at most RAW_MAX_STEPS), drawn from SEED, of what a
+ * compromised host could ask EL2 for this VM: __pkvm_host_split_guest
+ * (with and without a range to write-protect) on random ranges, with split
+ * caches of random length that end, or not, in a page EL2 must refuse
+ * (owned by EL2, shared with EL2, shared with this guest, donated to a
+ * protected VM, MMIO, beyond memory, one listed twice);
+ * __pkvm_host_collapse_guest; bad arguments; nsh flushes with random
+ * arguments; another VM's protected handle; and, between them, the host's
+ * own operations on random ranges (write-protect, test and clear young,
+ * unmap). The host's records are kept as the host's own paths keep them.
+ *
+ * After every call, its results must be exactly the documented ones, as
+ * far as EL2's own page counts tell them (__pkvm_check_guest: the pages
+ * in the VM's split cache and the last-level tables, before and after):
+ * the cache pages EL2 admitted, the host's list left at the first page it
+ * did not take, the blocks split or restored and the tables made or freed,
+ * the pages given back. Then the EL2 walk must agree with the page states
+ * and with the records. The first mismatch fails the write with -EIO and
+ * is described, with the seed and the step, in the kernel log.
+ *
+ * Restores are asked for only where the host would ask: a memslot that is
+ * not logging (a restored block is writable: a host restoring a logging
+ * slot only loses its own log), over a run of split blocks (a restored
+ * table of single-page records would leave the host's records behind its
+ * stage-2: again the host's loss). The guest's memory and dirty log stay
+ * the userspace test's to check.
+ */
+#define RAW_MAX_STEPS	64
+#define RAW_MAX_GOOD	3
+
+enum raw_op {
+	RAW_SPLIT, RAW_SPLIT_WP, RAW_COLLAPSE, RAW_BAD_ARGS, RAW_NSH,
+	RAW_PROTECTED, RAW_WRPROTECT, RAW_YOUNG, RAW_UNMAP, RAW_NR_OPS,
+};
+
+static const char * const raw_op_names[RAW_NR_OPS] = {
+	"split", "split+wp", "restore", "bad arguments", "nsh flush",
+	"protected VM's handle", "write-protect", "test and clear young", "unmap",
+};
+
+enum raw_bad_page {
+	BAD_HYP, BAD_HYP_SHARED, BAD_GUEST, BAD_DONATED, BAD_MMIO, BAD_BEYOND,
+	BAD_TWICE, BAD_NR,
+};
+
+static const char * const raw_bad_names[BAD_NR] = {
+	"owned by EL2", "shared with EL2", "shared with the guest",
+	"donated to a protected VM", "MMIO", "beyond memory", "listed twice",
+};
+
+struct raw_ctx {
+	struct kvm *kvm;
+	struct kvm *pvm;
+	phys_addr_t donated;
+	void *hyp_shared;
+	struct kvm_hyp_memcache spare;
+	pkvm_handle_t unused;
+	u64 rng, seed, step, bp, ipa_pages;
+	enum raw_op op;
+	struct split_check sc, after;
+	bool failed;
+};
+
+static u64 raw_rand(struct raw_ctx *c)
+{
+	/* xorshift64*, as the userspace random sequence test. */
+	c->rng ^= c->rng >> 12;
+	c->rng ^= c->rng << 25;
+	c->rng ^= c->rng >> 27;
+	return c->rng * 0x2545f4914f6cdd1dULL;
+}
+
+static u64 raw_below(struct raw_ctx *c, u64 n)
+{
+	return raw_rand(c) % n;
+}
+
+static __printf(2, 3) void raw_fail(struct raw_ctx *c, const char *fmt, ...)
+{
+	struct va_format vaf;
+	va_list args;
+
+	if (c->failed)
+		return;
+	c->failed = true;
+	va_start(args, fmt);
+	vaf.fmt = fmt;
+	vaf.va = &args;
+	pr_err("pkvm_split_raw: seed 0x%llx step %llu (%s): %pV\n", c->seed,
+	       c->step, raw_op_names[c->op], &vaf);
+	pr_err("pkvm_split_raw: EL2's split cache %llu -> %llu pages, tables %llu -> %llu\n",
+	       c->sc.split_cache, c->after.split_cache, c->sc.tables, c->after.tables);
+	va_end(args);
+}
+
+enum raw_pick { PICK_ANY, PICK_WHOLE, PICK_SPLIT };
+
+static bool raw_picks(struct pkvm_mapping *m, enum raw_pick what)
+{
+	switch (what) {
+	case PICK_WHOLE:
+		return m->nr_pages > 1 && !m->split;
+	case PICK_SPLIT:
+		return m->split;
+	default:
+		return true;
+	}
+}
+
+/*
+ * A random record of the VM's stage-2: any, a whole block or a split one;
+ * NULL if there is none.
+ */
+static struct pkvm_mapping *raw_pick(struct raw_ctx *c, enum raw_pick what)
+{
+	struct kvm_pgtable *pgt = c->kvm->arch.mmu.pgt;
+	struct pkvm_mapping *m;
+	struct rb_node *node;
+	u64 n = 0, k;
+
+	for (node = rb_first_cached(&pgt->pkvm_mappings); node; node = rb_next(node))
+		n += raw_picks(rb_entry(node, struct pkvm_mapping, node), what);
+	if (!n)
+		return NULL;
+	k = raw_below(c, n);
+	for (node = rb_first_cached(&pgt->pkvm_mappings); node; node = rb_next(node)) {
+		m = rb_entry(node, struct pkvm_mapping, node);
+		if (raw_picks(m, what) && !k--)
+			return m;
+	}
+	return NULL;
+}
+
+static struct pkvm_mapping *raw_pick_mapping(struct raw_ctx *c)
+{
+	return raw_pick(c, PICK_ANY);
+}
+
+static struct pkvm_mapping *raw_next(struct pkvm_mapping *m)
+{
+	struct rb_node *node = rb_next(&m->node);
+
+	return node ? rb_entry(node, struct pkvm_mapping, node) : NULL;
+}
+
+static bool raw_slot_logging(struct raw_ctx *c, u64 gfn)
+{
+	struct kvm_memory_slot *slot = gfn_to_memslot(c->kvm, gfn);
+
+	return slot && kvm_slot_dirty_track_enabled(slot);
+}
+
+/*
+ * Block-aligned range to split: from a whole block, around any record, or
+ * anywhere.
+ */
+static void raw_pick_range(struct raw_ctx *c, u64 *gfn, u64 *nr)
+{
+	struct pkvm_mapping *m = NULL;
+
+	switch (raw_below(c, 4)) {
+	case 0:
+	case 1:
+		m = raw_pick(c, PICK_WHOLE);
+		break;
+	case 2:
+		m = raw_pick_mapping(c);
+		break;
+	}
+
+	if (m)
+		*gfn = ALIGN_DOWN(m->gfn, c->bp);
+	else
+		*gfn = raw_below(c, c->ipa_pages / c->bp) * c->bp;
+	*nr = c->bp * (1 + raw_below(c, 2 * KVM_PKVM_SPLIT_MAX_BLOCKS));
+	*nr = min(*nr, c->ipa_pages - *gfn);
+}
+
+/*
+ * Mark split the records of whole blocks that are not split in [gfn, end),
+ * as the host does after a split covering it: EL2 split exactly those.
+ * Returns how many.
+ */
+static u64 raw_mark_split(struct raw_ctx *c, u64 gfn, u64 end)
+{
+	struct kvm_pgtable *pgt = c->kvm->arch.mmu.pgt;
+	struct rb_node *node;
+	u64 n = 0;
+
+	for (node = rb_first_cached(&pgt->pkvm_mappings); node; node = rb_next(node)) {
+		struct pkvm_mapping *m = rb_entry(node, struct pkvm_mapping, node);
+
+		if (m->gfn >= end)
+			break;
+		if (m->nr_pages == 1 || m->split || m->gfn < gfn)
+			continue;
+		n++;
+		m->split = 1;
+	}
+	return n;
+}
+
+static bool raw_check(struct raw_ctx *c, struct split_check *sc)
+{
+	long ret = split_check(c->kvm, sc);
+
+	if (ret)
+		raw_fail(c, "EL2 check: error %ld at IPA 0x%llx", ret, sc->bad_ipa);
+	else if (sc->pages != sc->rec_pages || sc->blocks != sc->rec_blocks)
+		raw_fail(c, "EL2: %llu pages, %llu blocks; host: %llu pages, %llu blocks",
+			 sc->pages, sc->blocks, sc->rec_pages, sc->rec_blocks);
+	else if (sc->tables < sc->rec_split)
+		raw_fail(c, "EL2: %llu last-level tables for %llu split blocks",
+			 sc->tables, sc->rec_split);
+	return !c->failed;
+}
+
+/*
+ * A split (with a range to write-protect if @wp) with a cache of 0 to
+ * RAW_MAX_GOOD good pages, then maybe a bad one. EL2 admits one page per
+ * block of the range it covers less what the VM's split cache holds, as
+ * many as the host's list offers: if that reaches the bad page, it fails
+ * with -ENOMEM, splits nothing and keeps the good pages before it.
+ */
+static void raw_split(struct raw_ctx *c, bool wp)
+{
+	struct kvm_hyp_memcache *mc = &c->kvm->arch.pkvm.split_mc;
+	u64 gfn, nr, cap, want, consumed, expect_split, wp_gfn = 0, wp_nr = 0;
+	u64 done = ~0ULL, nr_split = ~0ULL, wp_done = ~0ULL, want_wp, i;
+	phys_addr_t ent[RAW_MAX_GOOD + 1];
+	struct kvm_hyp_memcache saved = *mc;
+	struct split_check *after = &c->after;
+	unsigned int good, n;
+	int bad;
+	long ret;
+
+	if (wp) {
+		struct pkvm_mapping *m = raw_pick_mapping(c);
+		u64 first, last;
+
+		if (!m)
+			return;
+		/* Inside one record and one block: the pages the host has. */
+		first = m->gfn + raw_below(c, m->nr_pages);
+		last = min(m->gfn + m->nr_pages, ALIGN_DOWN(first, c->bp) + c->bp);
+		wp_gfn = first;
+		wp_nr = 1 + raw_below(c, last - first);
+		gfn = ALIGN_DOWN(first, c->bp);
+		nr = c->bp * (1 + raw_below(c, 2 * KVM_PKVM_SPLIT_MAX_BLOCKS));
+		nr = min(nr, c->ipa_pages - gfn);
+	} else {
+		raw_pick_range(c, &gfn, &nr);
+	}
+	cap = min_t(u64, nr, KVM_PKVM_SPLIT_MAX_BLOCKS * c->bp);
+
+	good = raw_below(c, RAW_MAX_GOOD + 1);
+	bad = raw_below(c, BAD_NR + 2);
+	if (bad == BAD_DONATED && !c->donated)
+		bad = BAD_HYP;
+	if (bad == BAD_TWICE && !good)
+		good = 1;
+	if (bad == BAD_GUEST && !raw_pick_mapping(c))
+		bad = BAD_MMIO;
+	for (i = 0; i < good; i++)
+		ent[i] = __pa(pop_hyp_memcache(&c->spare, phys_to_host_va));
+	n = good;
+	switch (bad) {
+	case BAD_HYP:
+		ent[n++] = hyp_mem_base;
+		break;
+	case BAD_HYP_SHARED:
+		ent[n++] = __pa(c->hyp_shared);
+		break;
+	case BAD_GUEST:
+		ent[n++] = PFN_PHYS(raw_pick_mapping(c)->pfn);
+		break;
+	case BAD_DONATED:
+		ent[n++] = c->donated;
+		break;
+	case BAD_MMIO:
+		ent[n++] = 0;
+		break;
+	case BAD_BEYOND:
+		ent[n++] = memblock_end_of_DRAM();
+		break;
+	case BAD_TWICE:
+		ent[n++] = ent[0];
+		break;
+	}
+	/* Link the list through the good pages, which are the host's. */
+	for (i = 0; i < good; i++)
+		*(phys_addr_t *)__va(ent[i]) = i + 1 < n ? ent[i + 1] : 0;
+	mc->head = n ? ent[0] : 0;
+	mc->nr_pages = n;
+
+	/* What EL2 admits: see __pkvm_host_split_guest(). */
+	want = cap / c->bp;
+	want -= min(want, c->sc.split_cache);
+	want = min_t(u64, want, n);
+
+	ret = split_wp_hvc(c->kvm->arch.pkvm.handle, gfn, nr, wp_gfn, wp_nr, &done,
+			   &nr_split, &wp_done);
+	consumed = n - mc->nr_pages;
+
+	if (consumed < n && mc->head != ent[consumed])
+		raw_fail(c, "host's list left at 0x%llx, not at its page %llu (0x%llx)",
+			 (u64)mc->head, consumed, (u64)ent[consumed]);
+	/* Give back what EL2 did not take, and the host its own cache. */
+	for (i = consumed; i < good; i++)
+		push_hyp_memcache(&c->spare, __va(ent[i]), host_va_to_phys);
+	*mc = saved;
+	if (ret == -EOPNOTSUPP) {
+		raw_fail(c, "the split hypercall is not supported");
+		return;
+	}
+	/* The host marks what EL2 covered, as pkvm_split_run() does. */
+	expect_split = done <= cap ? raw_mark_split(c, gfn, gfn + done) : 0;
+	if (!raw_check(c, after))
+		return;
+
+	/* The admission reached the page EL2 must refuse. */
+	if (want > good) {
+		if (ret == -ENOMEM && !nr_split && !done && !wp_done && consumed == good &&
+		    after->split_cache == c->sc.split_cache + good &&
+		    after->tables == c->sc.tables)
+			return;
+		raw_fail(c, "bad page (%s) after %u: ret %ld, split %llu, done %llu, took %llu",
+			 raw_bad_names[bad], good, ret, nr_split, done, consumed);
+		return;
+	}
+
+	if (consumed != want || (ret && ret != -ENOMEM) || (!ret && done != cap) ||
+	    (ret && (done >= cap || after->split_cache)) || done % c->bp) {
+		raw_fail(c, "[0x%llx +0x%llx), %u pages: ret %ld, done 0x%llx, took %llu of %llu",
+			 gfn, nr, n, ret, done, consumed, want);
+		return;
+	}
+	want_wp = !ret && wp_nr && wp_gfn + wp_nr <= gfn + done ? wp_nr : 0;
+	if (nr_split == expect_split && after->tables == c->sc.tables + nr_split &&
+	    after->split_cache <= c->sc.split_cache + want &&
+	    after->split_cache + nr_split >= c->sc.split_cache + want &&
+	    wp_done == want_wp)
+		return;
+	raw_fail(c, "[0x%llx +0x%llx): split %llu of %llu, took %llu, wp %llu of %llu",
+		 gfn, done, nr_split, expect_split, want, wp_done, want_wp);
+}
+
+/*
+ * A restore of a run of split blocks in a memslot that is not logging:
+ * every block it restores is a split record, and gives one table back.
+ */
+static void raw_collapse(struct raw_ctx *c)
+{
+	struct kvm_hyp_memcache *mc = &c->kvm->arch.pkvm.split_mc;
+	u64 done = ~0ULL, restored = ~0ULL, returned = ~0ULL;
+	struct pkvm_mapping *m = raw_pick(c, PICK_SPLIT), *r;
+	u64 gfn, run = 0, nr, cap, before = mc->nr_pages, bits = 0;
+	struct split_check *after = &c->after;
+	long ret;
+
+	if (!m)
+		return;
+	gfn = m->gfn;
+	for (r = m; r && r->split && r->gfn == gfn + run * c->bp &&
+	     !raw_slot_logging(c, r->gfn); r = raw_next(r))
+		run++;
+	if (!run)
+		return;
+	nr = c->bp * (1 + raw_below(c, run));
+	cap = min_t(u64, nr, KVM_PKVM_SPLIT_MAX_BLOCKS * c->bp);
+
+	ret = collapse_hvc(c->kvm->arch.pkvm.handle, gfn, nr, &done, &restored,
+			   &returned);
+	if (ret == -EOPNOTSUPP) {
+		raw_fail(c, "the restore hypercall is not supported");
+		return;
+	}
+	for (r = m; r && r->gfn < gfn + cap; r = raw_next(r)) {
+		if (restored & BIT_ULL((r->gfn - gfn) / c->bp)) {
+			bits |= BIT_ULL((r->gfn - gfn) / c->bp);
+			r->split = 0;
+		}
+	}
+	if (!raw_check(c, after))
+		return;
+	if (ret || done != cap || bits != restored || returned != hweight64(restored) ||
+	    mc->nr_pages != before + returned || after->tables + returned != c->sc.tables)
+		raw_fail(c, "[0x%llx +0x%llx), run of %llu: ret %ld, done 0x%llx, restored 0x%llx",
+			 gfn, nr, run, ret, done, restored);
+	else
+		return;
+	pr_err("pkvm_split_raw: records restored 0x%llx, %llu pages back, host cache %lu -> %lu\n",
+	       bits, returned, (unsigned long)before, mc->nr_pages);
+}
+
+/* One bad argument at a time: the documented error, and nothing changes. */
+static void raw_bad_args(struct raw_ctx *c)
+{
+	struct kvm_hyp_memcache *mc = &c->kvm->arch.pkvm.split_mc;
+	pkvm_handle_t h = c->kvm->arch.pkvm.handle;
+	u64 bp = c->bp, top = c->ipa_pages, gfn, nr, wp_gfn = 0, wp_nr = 0;
+	u64 done = ~0ULL, nr_split = ~0ULL, wp_done = ~0ULL, restored = ~0ULL;
+	u64 returned = ~0ULL, before = mc->nr_pages;
+	struct split_check *after = &c->after;
+	bool collapse = raw_below(c, 2);
+	long ret, want;
+	int which;
+
+	gfn = raw_below(c, top / bp) * bp;
+	nr = bp;
+	which = raw_below(c, collapse ? 6 : 8);
+	switch (which) {
+	case 0:
+		h = c->unused;
+		want = -ENOENT;
+		break;
+	case 1:
+		nr = 0;
+		want = -EINVAL;
+		break;
+	case 2:
+		gfn += 1 + raw_below(c, bp - 1);
+		want = -EINVAL;
+		break;
+	case 3:
+		nr += 1 + raw_below(c, bp - 1);
+		want = -EINVAL;
+		break;
+	case 4:
+		gfn = top + raw_below(c, 4) * bp;
+		want = -ERANGE;
+		break;
+	case 5:
+		gfn = top - bp;
+		nr = raw_below(c, 2) ? 2 * bp : ALIGN_DOWN(U64_MAX, bp);
+		want = -ERANGE;
+		break;
+	case 6:
+		/* A write-protect range before or past the split range. */
+		if (gfn && raw_below(c, 2))
+			wp_gfn = gfn - 1 - raw_below(c, min(gfn, bp));
+		else
+			wp_gfn = gfn + nr + raw_below(c, bp);
+		wp_nr = 1;
+		want = -EINVAL;
+		break;
+	default:
+		/* ... or across a block boundary, or overflowing. */
+		if (gfn + 2 * bp > top)
+			gfn = 0;
+		nr = 2 * bp;
+		wp_gfn = gfn + bp - 1;
+		wp_nr = raw_below(c, 2) ? 2 : U64_MAX;
+		want = -EINVAL;
+		break;
+	}
+
+	if (collapse)
+		ret = collapse_hvc(h, gfn, nr, &done, &restored, &returned);
+	else
+		ret = split_wp_hvc(h, gfn, nr, wp_gfn, wp_nr, &done, &nr_split, &wp_done);
+	if (!raw_check(c, after))
+		return;
+	if (ret == want && !done && (collapse ? !restored && !returned : !nr_split && !wp_done) &&
+	    mc->nr_pages == before && after->tables == c->sc.tables &&
+	    after->split_cache == c->sc.split_cache)
+		return;
+	raw_fail(c, "%s case %d: ret %ld, expected %ld, done 0x%llx",
+		 collapse ? "restore" : "split", which, ret, want, done);
+	pr_err("pkvm_split_raw: handle %u, gfn 0x%llx, nr 0x%llx, write-protect 0x%llx + 0x%llx\n",
+	       h, gfn, nr, wp_gfn, wp_nr);
+}
+
+static void raw_nsh(struct raw_ctx *c)
+{
+	long level = KVM_PGTABLE_FIRST_LEVEL - 1 +
+		     raw_below(c, KVM_PGTABLE_LAST_LEVEL - KVM_PGTABLE_FIRST_LEVEL + 3);
+	bool unused = !raw_below(c, 4), outside = !raw_below(c, 4);
+	u64 ipa = PFN_PHYS(raw_below(c, c->ipa_pages));
+	long ret, want;
+
+	if (outside)
+		ipa = PFN_PHYS(c->ipa_pages) + PFN_PHYS(raw_below(c, c->ipa_pages));
+	ret = nsh_hvc(unused ? c->unused : c->kvm->arch.pkvm.handle, ipa, level);
+	if (level < KVM_PGTABLE_FIRST_LEVEL || level > KVM_PGTABLE_LAST_LEVEL)
+		want = -EINVAL;
+	else if (unused)
+		want = -ENOENT;
+	else
+		want = outside ? -ERANGE : 0;
+	if (ret != want)
+		raw_fail(c, "IPA 0x%llx level %ld%s: ret %ld, expected %ld", ipa, level,
+			 unused ? " (unused handle)" : "", ret, want);
+}
+
+static void raw_protected(struct raw_ctx *c)
+{
+	pkvm_handle_t h = c->pvm->arch.pkvm.handle;
+	u64 done, nr_split, restored, returned;
+	struct arm_smccc_1_2_regs res;
+	long ret;
+
+	ret = split_hvc(h, 0, c->bp, &done, &nr_split);
+	if (ret != -EPERM || nr_split)
+		raw_fail(c, "split: ret %ld, split %llu", ret, nr_split);
+	ret = collapse_hvc(h, 0, c->bp, &done, &restored, &returned);
+	if (ret != -EPERM || restored || returned)
+		raw_fail(c, "restore: ret %ld, restored 0x%llx", ret, restored);
+	ret = check_hvc(h, 0, c->bp, &res);
+	if (ret != -EPERM)
+		raw_fail(c, "check: ret %ld", ret);
+	ret = nsh_hvc(h, 0, KVM_PGTABLE_LAST_LEVEL);
+	if (ret != -EPERM)
+		raw_fail(c, "nsh flush: ret %ld", ret);
+}
+
+/* The host's own operations, on a random part of a random record. */
+static void raw_host_op(struct raw_ctx *c)
+{
+	struct kvm_pgtable *pgt = c->kvm->arch.mmu.pgt;
+	struct pkvm_mapping *m = raw_pick_mapping(c);
+	u64 gfn, nr;
+	int ret = 0;
+
+	if (!m)
+		return;
+	gfn = m->gfn;
+	nr = m->nr_pages;
+	if (m->split) {
+		gfn += raw_below(c, nr);
+		nr = 1 + raw_below(c, m->gfn + m->nr_pages - gfn);
+	}
+	switch (c->op) {
+	case RAW_WRPROTECT:
+		ret = pkvm_pgtable_stage2_wrprotect(pgt, PFN_PHYS(gfn), PFN_PHYS(nr));
+		break;
+	case RAW_YOUNG:
+		pkvm_pgtable_stage2_test_clear_young(pgt, PFN_PHYS(gfn), PFN_PHYS(nr),
+						     raw_below(c, 2));
+		break;
+	default:
+		/* Records go whole: an unmap drops the records it touches. */
+		ret = pkvm_pgtable_stage2_unmap(pgt, PFN_PHYS(m->gfn),
+						PFN_PHYS(m->nr_pages));
+		break;
+	}
+	if (ret)
+		raw_fail(c, "[0x%llx +0x%llx): error %d", gfn, nr, ret);
+}
+
+static int run_raw(struct kvm *kvm, u64 seed, u64 steps)
+{
+	static const u8 weight[RAW_NR_OPS] = { 6, 3, 3, 3, 1, 1, 2, 1, 1 };
+	struct raw_ctx c = {
+		.kvm = kvm, .seed = seed, .rng = seed ?: 1,
+		.bp = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT,
+		.spare.flags = HYP_MEMCACHE_ACCOUNT_STAGE2,
+	};
+	u64 w, total = 0;
+	int ret;
+
+	c.ipa_pages = BIT_ULL(kvm_phys_shift(&kvm->arch.mmu) - PAGE_SHIFT);
+	for (w = 0; w < RAW_NR_OPS; w++)
+		total += weight[w];
+
+	c.hyp_shared = (void *)get_zeroed_page(GFP_KERNEL_ACCOUNT);
+	if (!c.hyp_shared)
+		return -ENOMEM;
+	ret = kvm_share_hyp(c.hyp_shared, c.hyp_shared + PAGE_SIZE);
+	if (ret)
+		goto free_page;
+	ret = topup_hyp_memcache(&c.spare, RAW_MAX_GOOD * steps);
+	if (ret)
+		goto free_spare;
+	c.pvm = get_protected_vm(kvm);
+	c.donated = c.pvm ? first_donated_page(c.pvm) : 0;
+	c.unused = unused_handle();
+
+	mutex_lock(&kvm->slots_lock);
+	write_lock(&kvm->mmu_lock);
+	raw_check(&c, &c.sc);
+	c.after = c.sc;
+	for (; c.step < steps && !c.failed; c.step++) {
+		w = raw_below(&c, total);
+		for (c.op = 0; w >= weight[c.op]; c.op++)
+			w -= weight[c.op];
+		switch (c.op) {
+		case RAW_SPLIT:
+		case RAW_SPLIT_WP:
+			raw_split(&c, c.op == RAW_SPLIT_WP);
+			break;
+		case RAW_COLLAPSE:
+			raw_collapse(&c);
+			break;
+		case RAW_BAD_ARGS:
+			raw_bad_args(&c);
+			break;
+		case RAW_NSH:
+			raw_nsh(&c);
+			break;
+		case RAW_PROTECTED:
+			if (c.pvm)
+				raw_protected(&c);
+			break;
+		default:
+			raw_host_op(&c);
+			break;
+		}
+		if (!c.failed && raw_check(&c, &c.after))
+			c.sc = c.after;
+	}
+	write_unlock(&kvm->mmu_lock);
+	mutex_unlock(&kvm->slots_lock);
+
+	ret = c.failed ? -EIO : 0;
+	if (c.pvm)
+		kvm_put_kvm(c.pvm);
+free_spare:
+	free_hyp_memcache(&c.spare);
+	kvm_unshare_hyp(c.hyp_shared, c.hyp_shared + PAGE_SIZE);
+free_page:
+	free_page((unsigned long)c.hyp_shared);
+	return ret;
+}
+
+static ssize_t pkvm_split_raw_write(struct file *file, const char __user *ubuf,
+				    size_t count, loff_t *ppos)
+{
+	struct kvm *kvm = file->private_data;
+	u64 seed, steps;
+	char buf[64];
+	int ret;
+
+	if (count >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, count))
+		return -EFAULT;
+	buf[count] = '\0';
+	if (sscanf(buf, "%llx %llu", &seed, &steps) != 2 || !steps ||
+	    steps > RAW_MAX_STEPS)
+		return -EINVAL;
+	if (!pkvm_hyp_vm_is_created(kvm) || kvm_vm_is_protected(kvm))
+		return -EOPNOTSUPP;
+
+	ret = run_raw(kvm, seed, steps);
+	return ret ?: count;
+}
+
+static const struct file_operations pkvm_split_raw_fops = {
+	.owner	= THIS_MODULE,
+	.open	= simple_open,
+	.write	= pkvm_split_raw_write,
+	.llseek	= noop_llseek,
+};
 
 void pkvm_split_abi_test_create_debugfs(struct kvm *kvm)
 {
@@ -769,4 +1453,6 @@ void pkvm_split_abi_test_create_debugfs(struct kvm *kvm)
 			    kvm, &pkvm_split_abi_dying_fops);
 	debugfs_create_file("pkvm_split_check", 0400, kvm->debugfs_dentry, kvm,
 			    &pkvm_split_check_fops);
+	debugfs_create_file("pkvm_split_raw", 0200, kvm->debugfs_dentry, kvm,
+			    &pkvm_split_raw_fops);
 }

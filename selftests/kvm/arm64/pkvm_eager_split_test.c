@@ -1723,16 +1723,19 @@ static bool host_is_pkvm(void)
  * reads and writes, dirty logging on and off, clears of random ranges,
  * KVM_GET_DIRTY_LOG, slot moves, deletes, mprotect(), the pKVM knobs, top-ups
  * that fail part-way, VM teardown and creation with and without
- * manual-protect), checked after every step against a model: every word
- * of guest memory, the exact dirty log, and on pKVM the guest's stage-2 at
- * EL2 against the page states and the host's records (pkvm_split_check),
- * and SecPageTables back to its baseline after each VM. A failure prints
- * the seed and the step: -s SEED replays it.
+ * manual-protect, a protected VM started and stopped beside it, bursts of
+ * raw hostile hypercalls made by the kernel (pkvm_split_raw: each call
+ * checked there against EL2's own page counts)), checked after every step
+ * against a model: every word of guest memory, the exact dirty log, and on
+ * pKVM the guest's stage-2 at EL2 against the page states and the host's
+ * records (pkvm_split_check), and SecPageTables back to its baseline after
+ * each VM. A failure prints the seed and the step: -s SEED replays it.
  */
 struct fuzz {
 	struct test_vm t;
-	bool live, manual, logging;
-	u64 seed, step, rng, secpt, ops[16];
+	struct raw_vm pvm;
+	bool live, manual, logging, pvm_live;
+	u64 seed, step, rng, secpt, ops[16], raw_calls;
 	const char *op;
 	bool done;
 };
@@ -1741,18 +1744,18 @@ static struct fuzz fz;
 
 enum {
 	FZ_WRITE, FZ_READ, FZ_LOG, FZ_CLEAR, FZ_GET, FZ_MOVE, FZ_DELETE,
-	FZ_MPROTECT, FZ_KNOBS, FZ_TOPUP, FZ_NEW_VM, FZ_NR,
+	FZ_MPROTECT, FZ_KNOBS, FZ_TOPUP, FZ_NEW_VM, FZ_RAW, FZ_PVM, FZ_NR,
 };
 
 static const char * const fz_names[FZ_NR] = {
 	"write pass", "read pass", "logging on/off", "clear a range",
 	"get the dirty log", "move the slot and back", "delete and re-create the slot",
 	"mprotect read-only and back", "flip the pKVM knobs", "clear with a failing top-up",
-	"new VM",
+	"new VM", "raw hostile calls", "start or stop a protected VM",
 };
 
 /* Relative weights: guest passes and the log most often. */
-static const u64 fz_weight[FZ_NR] = { 6, 3, 3, 5, 3, 1, 1, 1, 1, 1, 1 };
+static const u64 fz_weight[FZ_NR] = { 6, 3, 3, 5, 3, 1, 1, 1, 1, 1, 1, 3, 1 };
 
 static u64 fz_rand(void)
 {
@@ -1784,8 +1787,21 @@ static void fz_log_started(void)
 		bitmap_zero(fz.t.expect, fz.t.npages);
 }
 
+/* A protected VM beside the test's, or not: its memory is donated to it. */
+static void fz_toggle_pvm(void)
+{
+	if (fz.pvm_live)
+		stop_raw_vm(&fz.pvm);
+	else
+		start_raw_vm(&fz.pvm, KVM_VM_TYPE_ARM_PROTECTED, true);
+	fz.pvm_live = !fz.pvm_live;
+}
+
 static void fz_new_vm(void)
 {
+	/* SecPageTables is back to its baseline without the protected VM. */
+	if (fz.pvm_live)
+		fz_toggle_pvm();
 	if (fz.live) {
 		destroy_test_vm(&fz.t);
 		check_no_leak(fz.secpt, "a VM of the random sequence");
@@ -1828,6 +1844,32 @@ static void fz_check_el2(void)
 	TEST_ASSERT(pages == hpages && blocks == hblocks,
 		    "EL2: %lu pages, %lu blocks; host: %lu pages, %lu blocks, %lu split",
 		    pages, blocks, hpages, hblocks, hsplit);
+}
+
+/*
+ * A burst of random raw hostile calls for the VM, made and checked one by
+ * one by the kernel (CONFIG_PKVM_SPLIT_ABI_TEST: pkvm_split_raw); a
+ * failure is described in the kernel log, with the kernel's seed and step.
+ */
+static void fz_raw(void)
+{
+	u64 seed = fz_rand(), steps = 1 + fz_below(16);
+	char path[128], val[64];
+	ssize_t ret;
+	int fd, len;
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/kvm/%d-%d/pkvm_split_raw",
+		 getpid(), fz.t.vm->fd);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return;
+	len = snprintf(val, sizeof(val), "%lx %lu", seed, steps);
+	ret = write(fd, val, len);
+	TEST_ASSERT(ret == len,
+		    "raw hostile calls, kernel seed 0x%lx, %lu steps: %s (the kernel log says which call)",
+		    seed, steps, ret < 0 ? strerror(errno) : "short write");
+	close(fd);
+	fz.raw_calls += steps;
 }
 
 static void fz_step(int op)
@@ -1904,6 +1946,14 @@ static void fz_step(int op)
 	case FZ_NEW_VM:
 		fz_new_vm();
 		break;
+	case FZ_RAW:
+		if (pkvm)
+			fz_raw();
+		break;
+	case FZ_PVM:
+		if (pkvm)
+			fz_toggle_pvm();
+		break;
 	}
 }
 
@@ -1932,6 +1982,8 @@ static void test_random_sequence(u64 seed, u64 steps)
 		fz_check_el2();
 	}
 	fz.op = "teardown";
+	if (fz.pvm_live)
+		fz_toggle_pvm();
 	destroy_test_vm(&fz.t);
 	check_no_leak(fz.secpt, "the random sequence");
 	if (pkvm) {
@@ -1942,7 +1994,8 @@ static void test_random_sequence(u64 seed, u64 steps)
 	fz.done = true;
 	printf("random sequence: seed 0x%lx, %lu steps passed:", seed, steps);
 	for (i = 0; i < FZ_NR; i++)
-		printf(" %lu %s%s", fz.ops[i], fz_names[i], i + 1 < FZ_NR ? "," : "\n");
+		printf(" %lu %s,", fz.ops[i], fz_names[i]);
+	printf(" %lu raw hostile calls in all\n", fz.raw_calls);
 }
 
 int main(int argc, char *argv[])
