@@ -414,8 +414,13 @@ int main(void)
 	}
 	say("1..%d\n", nr);
 	for (i = 0; i < nr; i++) {
+		struct timespec t0, t1;
+
 		say("# start %s\n", tests[i].name);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		ret = run_test(&tests[i], why, sizeof(why));
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		say("# time %s %ld s\n", tests[i].name, (long)(t1.tv_sec - t0.tv_sec));
 		if (ret > 0)
 			say("ok %d %s # SKIP\n", i + 1, tests[i].name);
 		else if (ret)
