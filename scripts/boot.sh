@@ -37,8 +37,9 @@ case "$variant" in
 esac
 
 # "nolpa2" kernels run on a CPU without FEAT_LPA2, so that KVM's stage-2
-# does not use it either (16K pKVM with LPA2 stalls at boot, base included:
-# bench/incidents/2026-11-30-16k-pkvm-stall-analysis.txt).
+# does not use it either: the 7.2 fallback's way to boot 16K pKVM (16K with
+# LPA2 stalls at pKVM init under QEMU 7.2, base included, not under 10:
+# bench/incidents/README.md).
 cpu=${CPU:-"max,pauth-impdef=on"}
 case "$variant" in
 *nolpa2*) cpu="$cpu,lpa2=off" ;;
