@@ -1,37 +1,75 @@
 #!/usr/bin/env bash
-# incident-repro.sh [runs] [mode]: boot <mode> (default vhe) twice, running
-# kvm_page_table_test (2 vCPUs, hugetlb, every guest mode: one VM created
-# and destroyed per guest mode) <runs> times (default 30) per boot: once
-# with init holding an idle VM open for the boot (preempt_notifier_key
-# never patched), once without (pkvm.hold_vm=0, the key patched at every
-# VM create/destroy). Counts, per boot, the runs that failed and the
-# KVM_BUG/WARNING lines. Logs go to bench/incidents/repro-<date>/.
-# See bench/incidents/README.md for the incident and the hypothesis.
+# incident-repro.sh [vms] [mode] [variant]: reproduce the non-protected
+# incidents of bench/incidents/README.md in a loop. Boots <mode> (default
+# vhe) with kernel <variant> (default 'default'; 'base' is the pristine
+# base, built by this script with the same config) once per value of
+# HOLDS (default "0 1": pkvm.hold_vm=0, then 1), and in each boot runs
+# vm_churn (selftests/repro/vm_churn.c): <vms> VMs (default 2000) created
+# and freed one after another, two vCPU threads on one CPU, then <vms>/2
+# more with dirty logging on. With hold_vm=0 every create and free patches
+# the kernel's preempt_notifier_key; with 1, init holds a VM open and the
+# key is never patched. Environment: QEMU (the binary, default the one on
+# PATH), QEMU_EXTRA (e.g. "-accel tcg,thread=single"). One summary line per
+# boot is appended to bench/incidents/repro-<date>/summary.txt, with the
+# serial logs beside it.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
-runs=${1:-30}
+vms=${1:-2000}
 mode=${2:-vhe}
-case "$runs" in ''|*[!0-9]*|0) die "runs must be a positive count" ;; esac
+variant=${3:-default}
+holds=${HOLDS:-0 1}
+QEMU=${QEMU:-qemu-system-aarch64}
+export QEMU
+case "$vms" in ''|*[!0-9]*|0) die "vms must be a positive count" ;; esac
 case "$mode" in protected|protected-nvhe|nvhe|vhe) ;; *) die "unknown mode '$mode'" ;; esac
-out=$TOP/bench/incidents/repro-$(date -u +%Y-%m-%d-%H%M)
+for h in $holds; do case "$h" in 0|1) ;; *) die "HOLDS takes 0 and 1 only" ;; esac; done
+need "$QEMU"
+
+# The pristine base: its own worktree (check-quality's), our config less our
+# test option, built once into $BUILD/obj/base-img.
+if [ "$variant" = base ]; then
+	base_tree=$BUILD/base-tree
+	obj=$BUILD/obj/base
+	[ "$(git -C "$base_tree" rev-parse HEAD 2>/dev/null)" = "$(git -C "$TREE" rev-parse base)" ] ||
+		die "no pristine base worktree at $base_tree (run scripts/check-quality.sh once)"
+	"$TOP/scripts/build-kernel.sh" default >/dev/null || die "our kernel does not build"
+	mkdir -p "$obj"
+	grep -v "PKVM_SPLIT_ABI_TEST" "$BUILD/obj/default/.config" > "$obj/.config.want"
+	if ! cmp -s "$obj/.config.want" "$obj/.config.img" 2>/dev/null; then
+		cp "$obj/.config.want" "$obj/.config"
+		make -s -C "$base_tree" ARCH=arm64 CROSS_COMPILE="$CROSS" CC="ccache ${CROSS}gcc" \
+			O="$obj" olddefconfig || die "base config failed"
+		cp "$obj/.config.want" "$obj/.config.img"
+	fi
+	make -s -C "$base_tree" ARCH=arm64 CROSS_COMPILE="$CROSS" CC="ccache ${CROSS}gcc" \
+		-j"$JOBS" O="$obj" Image > "$obj/image-build.log" 2>&1 ||
+		die "base Image build failed ($obj/image-build.log)"
+fi
+[ -f "$BUILD/obj/$variant/arch/arm64/boot/Image" ] || die "no kernel $variant (scripts/build-kernel.sh $variant)"
+
+out=${REPRO_OUT:-$TOP/bench/incidents/repro-$(date -u +%Y-%m-%d)}
 mkdir -p "$out"
 list=$BUILD/repro.list
-: > "$list"
-for i in $(seq 1 "$runs"); do
-	echo "$mode kpt_$i 120 ./kvm_page_table_test -b 32M -v 2 -s anonymous_hugetlb_2mb" >> "$list"
-done
-MATRIX=$list INITRAMFS_OUT=$BUILD/repro-initramfs.cpio "$TOP/scripts/mk-initramfs.sh" >/dev/null
+{
+	echo "$mode churn 1700 ./vm_churn -n $vms -e 50"
+	echo "$mode churn_log 1700 ./vm_churn -n $(( (vms + 1) / 2 )) -e 50 -l"
+} > "$list"
+MATRIX=$list INITRAMFS_OUT=$BUILD/repro-initramfs.cpio "$TOP/scripts/mk-initramfs.sh" >/dev/null ||
+	die "initramfs build failed"
 
+qv=$("$QEMU" --version | head -1 | sed 's/^QEMU emulator version //')
+accel=$(case "${QEMU_EXTRA:-}" in *thread=single*) echo "tcg single-threaded" ;; *) echo "tcg multi-threaded" ;; esac)
 summary=$out/summary.txt
-: > "$summary"
-for hold in 0 1; do
+for hold in $holds; do
+	tag=$variant-$mode-hold$hold-qemu${qv%% *}$(case "$accel" in *single*) echo -single ;; esac)
 	EXTRA_CMDLINE="pkvm.hold_vm=$hold" INITRD=$BUILD/repro-initramfs.cpio \
-		"$TOP/scripts/boot.sh" "$mode" default "$mode" > "$out/hold$hold.results" 2>&1
-	log=$out/hold$hold.log
-	cp "$BUILD/logs/default-$mode-$mode.log" "$log"
-	printf '%s hold_vm=%s: %s of %s runs failed, %s KVM_BUG/WARNING lines; init: %s\n' \
-		"$mode" "$hold" "$(grep -c '^not ok' "$log")" "$runs" \
-		"$(grep -cE 'KVM_BUG|WARNING:' "$log")" \
-		"$(grep -m1 '^# init: ' "$log" | sed 's/^# init: //')" | tee -a "$summary"
+		"$TOP/scripts/boot.sh" "$mode" "$variant" "$mode" > "$out/$tag.results" 2>&1
+	log=$out/$tag.log
+	cp "$BUILD/logs/$variant-$mode-$mode.log" "$log"
+	churn=$(grep -h '# vm_churn: [0-9]* VMs in' "$log" | sed 's/^.*# vm_churn: //' | paste -sd';' -)
+	printf '%s | kernel %s | QEMU %s, %s | %s hold_vm=%s | %s of 2 runs failed, %s KVM_BUG/WARNING lines | %s\n' \
+		"$(date -u +%H:%M)" "$variant" "$qv" "$accel" "$mode" "$hold" \
+		"$(grep -c '^not ok' "$log")" "$(grep -cE 'KVM_BUG|WARNING:' "$log")" \
+		"${churn:-no vm_churn summary}" | tee -a "$summary"
 done

@@ -35,7 +35,7 @@ for v in $VARIANTS; do
 done
 
 list=$BUILD/matrix-boot.list
-echo "all pkvm_eager_split_test 900 ./pkvm_eager_split_test -a -f" > "$list"
+echo "all pkvm_eager_split_test 1800 ./pkvm_eager_split_test -a -f" > "$list"
 MATRIX=$list INITRAMFS_OUT=$BUILD/matrix-initramfs.cpio "$TOP/scripts/mk-initramfs.sh" >/dev/null
 for v in $BOOTS; do
 	INITRD=$BUILD/matrix-initramfs.cpio "$TOP/scripts/boot.sh" protected "$v" protected |

@@ -13,6 +13,9 @@ mkdir -p "$root"/{tests/bin,proc,sys,dev,tmp}
 
 "${CROSS}gcc" -static -O2 -Wall -Wextra -Werror -o "$root/init" "$TOP/selftests/init/init.c" ||
 	die "building init failed"
+# The incidents' reproducer (scripts/incident-repro.sh), raw KVM ioctls only.
+"${CROSS}gcc" -static -O2 -Wall -Wextra -Werror -pthread -o "$root/tests/bin/vm_churn" \
+	"$TOP/selftests/repro/vm_churn.c" || die "building vm_churn failed"
 
 for t in "$BUILD"/selftests/*_test "$BUILD"/selftests/arm64/*; do
 	[ -x "$t" ] && [ -f "$t" ] && cp "$t" "$root/tests/bin/"
