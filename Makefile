@@ -8,7 +8,7 @@ export BUILD
 S := $(CURDIR)/scripts
 
 .PHONY: all deps tree kernel selftests initramfs run test check patches \
-	bench matrix bisect fuzz clean distclean
+	bench matrix bisect fuzz repro clean distclean
 
 all: initramfs
 
@@ -63,6 +63,15 @@ FUZZ_STEPS ?= 2000
 FUZZ_RUNS ?= 4
 fuzz: initramfs
 	@$(S)/fuzz.sh $(FUZZ_STEPS) $(FUZZ_RUNS)
+
+# The non-protected incidents' reproducer, long: vm_churn for REPRO_SECS
+# per run in VHE and nVHE, without and with init's held VM, on the QEMU
+# the harness uses (QEMU=, QEMU_EXTRA= to change it). Results in
+# bench/incidents/repro-<date>/.
+REPRO_SECS ?= 240
+repro: kernel
+	@$(S)/incident-repro.sh $(REPRO_SECS) vhe
+	@$(S)/incident-repro.sh $(REPRO_SECS) nvhe
 
 # Every prefix of the series builds (kernel, and selftests where touched).
 bisect: kernel

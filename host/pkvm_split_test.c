@@ -24,6 +24,7 @@
 
 #include <linux/debugfs.h>
 #include <linux/kvm_host.h>
+#include <linux/prandom.h>
 #include <linux/seq_file.h>
 
 #include <asm/kvm_mmu.h>
@@ -844,24 +845,18 @@ struct raw_ctx {
 	void *hyp_shared;
 	struct kvm_hyp_memcache spare;
 	pkvm_handle_t unused;
-	u64 rng, seed, step, bp, ipa_pages;
+	struct rnd_state rnd;
+	u64 seed, step, bp, ipa_pages;
 	enum raw_op op;
 	struct split_check sc, after;
 	bool failed;
 };
 
-static u64 raw_rand(struct raw_ctx *c)
-{
-	/* xorshift64*, as the userspace random sequence test. */
-	c->rng ^= c->rng >> 12;
-	c->rng ^= c->rng << 25;
-	c->rng ^= c->rng >> 27;
-	return c->rng * 0x2545f4914f6cdd1dULL;
-}
-
 static u64 raw_below(struct raw_ctx *c, u64 n)
 {
-	return raw_rand(c) % n;
+	u64 r = (u64)prandom_u32_state(&c->rnd) << 32 | prandom_u32_state(&c->rnd);
+
+	return r % n;
 }
 
 static __printf(2, 3) void raw_fail(struct raw_ctx *c, const char *fmt, ...)
@@ -1341,13 +1336,14 @@ static int run_raw(struct kvm *kvm, u64 seed, u64 steps)
 {
 	static const u8 weight[RAW_NR_OPS] = { 6, 3, 3, 3, 1, 1, 2, 1, 1 };
 	struct raw_ctx c = {
-		.kvm = kvm, .seed = seed, .rng = seed ?: 1,
+		.kvm = kvm, .seed = seed,
 		.bp = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT,
 		.spare.flags = HYP_MEMCACHE_ACCOUNT_STAGE2,
 	};
 	u64 w, total = 0;
 	int ret;
 
+	prandom_seed_state(&c.rnd, seed);
 	c.ipa_pages = BIT_ULL(kvm_phys_shift(&kvm->arch.mmu) - PAGE_SHIFT);
 	for (w = 0; w < RAW_NR_OPS; w++)
 		total += weight[w];

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# incident-repro.sh [vms] [mode] [variant]: reproduce the non-protected
+# incident-repro.sh [seconds] [mode] [variant]: reproduce the non-protected
 # incidents of bench/incidents/README.md in a loop. Boots <mode> (default
 # vhe) with kernel <variant> (default 'default'; 'base' is the pristine
 # base, built by this script with the same config) once per value of
 # HOLDS (default "0 1": pkvm.hold_vm=0, then 1), and in each boot runs
-# vm_churn (selftests/repro/vm_churn.c): <vms> VMs (default 2000) created
-# and freed one after another, two vCPU threads on one CPU, then <vms>/2
-# more with dirty logging on. With hold_vm=0 every create and free patches
+# vm_churn (selftests/repro/vm_churn.c) for <seconds> (default 300): VMs
+# created and freed one after another, each with two vCPU threads on one
+# CPU making 5 MMIO exits each, then as long again with dirty logging on. With hold_vm=0 every create and free patches
 # the kernel's preempt_notifier_key; with 1, init holds a VM open and the
 # key is never patched. Environment: QEMU (the binary, default the one on
 # PATH), QEMU_EXTRA (e.g. "-accel tcg,thread=single"). One summary line per
@@ -15,13 +15,13 @@
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
-vms=${1:-2000}
+secs=${1:-300}
 mode=${2:-vhe}
 variant=${3:-default}
 holds=${HOLDS:-0 1}
 QEMU=${QEMU:-qemu-system-aarch64}
 export QEMU
-case "$vms" in ''|*[!0-9]*|0) die "vms must be a positive count" ;; esac
+case "$secs" in ''|*[!0-9]*|0) die "seconds must be a positive count" ;; esac
 case "$mode" in protected|protected-nvhe|nvhe|vhe) ;; *) die "unknown mode '$mode'" ;; esac
 for h in $holds; do case "$h" in 0|1) ;; *) die "HOLDS takes 0 and 1 only" ;; esac; done
 need "$QEMU"
@@ -52,8 +52,8 @@ out=${REPRO_OUT:-$TOP/bench/incidents/repro-$(date -u +%Y-%m-%d)}
 mkdir -p "$out"
 list=$BUILD/repro.list
 {
-	echo "$mode churn 1700 ./vm_churn -n $vms -e 50"
-	echo "$mode churn_log 1700 ./vm_churn -n $(( (vms + 1) / 2 )) -e 50 -l"
+	echo "$mode churn $((secs + 120)) ./vm_churn -n 100000000 -e 5 -t $secs"
+	echo "$mode churn_log $((secs + 120)) ./vm_churn -n 100000000 -e 5 -t $secs -l"
 } > "$list"
 MATRIX=$list INITRAMFS_OUT=$BUILD/repro-initramfs.cpio "$TOP/scripts/mk-initramfs.sh" >/dev/null ||
 	die "initramfs build failed"
@@ -67,7 +67,9 @@ for hold in $holds; do
 		"$TOP/scripts/boot.sh" "$mode" "$variant" "$mode" > "$out/$tag.results" 2>&1
 	log=$out/$tag.log
 	cp "$BUILD/logs/$variant-$mode-$mode.log" "$log"
-	churn=$(grep -h '# vm_churn: [0-9]* VMs in' "$log" | sed 's/^.*# vm_churn: //' | paste -sd';' -)
+	# Per run, its summary, or its last progress line if it died.
+	churn=$(awk '/^# start /{l="no output"} /# vm_churn: [0-9]+ VMs (in|done)/{sub(/.*# vm_churn: /,""); l=$0}
+		/^(not )?ok /{print l}' "$log" | paste -sd';' -)
 	printf '%s | kernel %s | QEMU %s, %s | %s hold_vm=%s | %s of 2 runs failed, %s KVM_BUG/WARNING lines | %s\n' \
 		"$(date -u +%H:%M)" "$variant" "$qv" "$accel" "$mode" "$hold" \
 		"$(grep -c '^not ok' "$log")" "$(grep -cE 'KVM_BUG|WARNING:' "$log")" \

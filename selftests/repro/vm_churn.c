@@ -77,7 +77,7 @@ static long run_size;
 static long page;
 static void *mem;
 static size_t mem_size;
-static volatile int vcpus_running;
+static int vcpus_running;	/* atomic builtins only */
 
 static void die(const char *what)
 {
@@ -129,7 +129,7 @@ static void *vcpu_thread(void *arg)
 	return NULL;
 }
 
-static unsigned long tainted(void)
+static unsigned long taint_flags(void)
 {
 	unsigned long t = 0;
 	FILE *f = fopen("/proc/sys/kernel/tainted", "r");
@@ -142,7 +142,7 @@ static unsigned long tainted(void)
 	return t;
 }
 
-static void usage(const char *argv0)
+static void print_usage(const char *argv0)
 {
 	printf("usage: %s [-n VMs] [-e exits per vCPU] [-v vCPUs] [-c vCPU CPU] [-t seconds] [-l]\n",
 	       argv0);
@@ -157,7 +157,7 @@ static long num(const char *s, long min, long max, const char *argv0)
 	errno = 0;
 	v = strtol(s, &end, 0);
 	if (errno || *end || v < min || v > max)
-		usage(argv0);
+		print_usage(argv0);
 	return v;
 }
 
@@ -174,17 +174,30 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "n:e:v:c:t:l")) != -1) {
 		switch (opt) {
-		case 'n': nr_vms = num(optarg, 1, 100000000, argv[0]); break;
-		case 'e': exits = num(optarg, 1, 100000000, argv[0]); break;
-		case 'v': nr_vcpus = num(optarg, 1, MAX_VCPUS, argv[0]); break;
-		case 'c': vcpu_cpu = num(optarg, 0, CPU_SETSIZE - 1, argv[0]); break;
-		case 't': secs = num(optarg, 1, 1000000, argv[0]); break;
-		case 'l': logging = 1; break;
-		default: usage(argv[0]);
+		case 'n':
+			nr_vms = num(optarg, 1, 100000000, argv[0]);
+			break;
+		case 'e':
+			exits = num(optarg, 1, 100000000, argv[0]);
+			break;
+		case 'v':
+			nr_vcpus = num(optarg, 1, MAX_VCPUS, argv[0]);
+			break;
+		case 'c':
+			vcpu_cpu = num(optarg, 0, CPU_SETSIZE - 1, argv[0]);
+			break;
+		case 't':
+			secs = num(optarg, 1, 1000000, argv[0]);
+			break;
+		case 'l':
+			logging = 1;
+			break;
+		default:
+			print_usage(argv[0]);
 		}
 	}
 	if (optind != argc)
-		usage(argv[0]);
+		print_usage(argv[0]);
 
 	main_cpu = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? (vcpu_cpu ? 0 : 1) : 0;
 	pin(main_cpu);
@@ -207,7 +220,7 @@ int main(int argc, char **argv)
 	       nr_vms, nr_vcpus, vcpu_cpu, exits, main_cpu, logging ? "on" : "off",
 	       secs ? ", time-limited" : "");
 	fflush(stdout);
-	taint0 = tainted();
+	taint0 = taint_flags();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 
 	for (i = 0; i < nr_vms; i++) {
@@ -235,7 +248,7 @@ int main(int argc, char **argv)
 		if (ioctl(vm, KVM_ARM_PREFERRED_TARGET, &init))
 			die("KVM_ARM_PREFERRED_TARGET");
 
-		vcpus_running = nr_vcpus;
+		__atomic_store_n(&vcpus_running, nr_vcpus, __ATOMIC_RELAXED);
 		for (j = 0; j < nr_vcpus; j++) {
 			struct vcpu *v = &vcpus[j];
 
@@ -262,12 +275,17 @@ int main(int argc, char **argv)
 		for (j = 0; j < nr_vcpus; j++)
 			if (pthread_create(&vcpus[j].thread, NULL, vcpu_thread, &vcpus[j]))
 				die("pthread_create");
-		/* Fetching the log write-protects the pages again: more faults. */
+		/*
+		 * Fetching the log write-protects the pages again: more faults.
+		 * Every 200 us, not in a tight loop that would starve the vCPUs
+		 * of the MMU lock.
+		 */
 		while (logging && __atomic_load_n(&vcpus_running, __ATOMIC_ACQUIRE)) {
 			memset(bitmap, 0, sizeof(bitmap));
 			if (ioctl(vm, KVM_GET_DIRTY_LOG, &log))
 				die("KVM_GET_DIRTY_LOG");
 			gets++;
+			nanosleep(&(struct timespec){ .tv_nsec = 200000 }, NULL);
 		}
 		for (j = 0; j < nr_vcpus; j++) {
 			struct vcpu *v = &vcpus[j];
@@ -301,7 +319,7 @@ int main(int argc, char **argv)
 	printf("# vm_churn: %ld VMs in %.1f s (%.1f ms each): %ld failed (%ld KVM_RUN errors, %ld bad exits), %ld dirty-log fetches, WARN taint %s\n",
 	       done, elapsed, done ? elapsed * 1000 / done : 0.0, failed_vms,
 	       run_errs, bad_exits, gets,
-	       (tainted() & TAINT_WARN) && !(taint0 & TAINT_WARN) ? "set during the run" :
+	       (taint_flags() & TAINT_WARN) && !(taint0 & TAINT_WARN) ? "set during the run" :
 	       (taint0 & TAINT_WARN) ? "already set before the run" : "clear");
-	return failed_vms || ((tainted() & TAINT_WARN) && !(taint0 & TAINT_WARN));
+	return failed_vms || ((taint_flags() & TAINT_WARN) && !(taint0 & TAINT_WARN));
 }
