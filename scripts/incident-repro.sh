@@ -4,10 +4,11 @@
 # vhe) with kernel <variant> (default 'default'; 'base' is the pristine
 # base, built by this script with the same config) once per value of
 # HOLDS (default "0 1": pkvm.hold_vm=0, then 1), and in each boot runs
-# vm_churn (selftests/repro/vm_churn.c) for <seconds> (default 300): VMs
+# vm_churn (selftests/repro/vm_churn.c) for <seconds> (default 240): VMs
 # created and freed one after another, each with two vCPU threads on one
-# CPU making 5 MMIO exits each, then as long again with dirty logging on. With hold_vm=0 every create and free patches
-# the kernel's preempt_notifier_key; with 1, init holds a VM open and the
+# CPU making 5 MMIO exits each, then as long again with dirty logging on.
+# With hold_vm=0 every create and free patches the kernel's
+# preempt_notifier_key; with 1, init holds a VM open and the
 # key is never patched. Environment: QEMU (the binary, default the one on
 # PATH), QEMU_EXTRA (e.g. "-accel tcg,thread=single"). One summary line per
 # boot is appended to bench/incidents/repro-<date>/summary.txt, with the
@@ -15,7 +16,7 @@
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
-secs=${1:-300}
+secs=${1:-240}
 mode=${2:-vhe}
 variant=${3:-default}
 holds=${HOLDS:-0 1}
@@ -27,7 +28,8 @@ for h in $holds; do case "$h" in 0|1) ;; *) die "HOLDS takes 0 and 1 only" ;; es
 need "$QEMU"
 
 # The pristine base: its own worktree (check-quality's), our config less our
-# test option, built once into $BUILD/obj/base-img.
+# test option, built into $BUILD/obj/base (whose .config check-quality
+# also writes, for its `make prepare`).
 if [ "$variant" = base ]; then
 	base_tree=$BUILD/base-tree
 	obj=$BUILD/obj/base
@@ -35,13 +37,9 @@ if [ "$variant" = base ]; then
 		die "no pristine base worktree at $base_tree (run scripts/check-quality.sh once)"
 	"$TOP/scripts/build-kernel.sh" default >/dev/null || die "our kernel does not build"
 	mkdir -p "$obj"
-	grep -v "PKVM_SPLIT_ABI_TEST" "$BUILD/obj/default/.config" > "$obj/.config.want"
-	if ! cmp -s "$obj/.config.want" "$obj/.config.img" 2>/dev/null; then
-		cp "$obj/.config.want" "$obj/.config"
-		make -s -C "$base_tree" ARCH=arm64 CROSS_COMPILE="$CROSS" CC="ccache ${CROSS}gcc" \
-			O="$obj" olddefconfig || die "base config failed"
-		cp "$obj/.config.want" "$obj/.config.img"
-	fi
+	grep -v "PKVM_SPLIT_ABI_TEST" "$BUILD/obj/default/.config" > "$obj/.config"
+	make -s -C "$base_tree" ARCH=arm64 CROSS_COMPILE="$CROSS" CC="ccache ${CROSS}gcc" \
+		O="$obj" olddefconfig || die "base config failed"
 	make -s -C "$base_tree" ARCH=arm64 CROSS_COMPILE="$CROSS" CC="ccache ${CROSS}gcc" \
 		-j"$JOBS" O="$obj" Image > "$obj/image-build.log" 2>&1 ||
 		die "base Image build failed ($obj/image-build.log)"
