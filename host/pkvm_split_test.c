@@ -589,6 +589,8 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 
 	report(&c, nsh_hvc(0, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL) == -ENOENT,
 	       "nsh flush: unknown handle", 0, -ENOENT);
+	report(&c, nsh_hvc(0, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL + 1) == -ENOENT,
+	       "nsh flush: unknown handle before a bad level", 0, -ENOENT);
 	report(&c, nsh_hvc(h, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL + 1) == -EINVAL,
 	       "nsh flush: level out of range", 0, -EINVAL);
 	report(&c, nsh_hvc(h, PFN_PHYS(gfn), KVM_PGTABLE_FIRST_LEVEL - 1) == -EINVAL,

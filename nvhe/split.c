@@ -161,15 +161,14 @@ int __pkvm_tlb_flush_vmid_ipa_nsh(pkvm_handle_t handle, u64 ipa, int level)
 	struct pkvm_hyp_vm *vm;
 	int ret = 0;
 
-	if (level < KVM_PGTABLE_FIRST_LEVEL || level > KVM_PGTABLE_LAST_LEVEL)
-		return -EINVAL;
-
 	vm = get_pkvm_hyp_vm(handle);
 	if (!vm)
 		return -ENOENT;
 
 	if (pkvm_hyp_vm_is_protected(vm))
 		ret = -EPERM;
+	else if (level < KVM_PGTABLE_FIRST_LEVEL || level > KVM_PGTABLE_LAST_LEVEL)
+		ret = -EINVAL;
 	else if (ipa >= BIT_ULL(vm->pgt.ia_bits))
 		ret = -ERANGE;
 	else

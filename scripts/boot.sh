@@ -1,32 +1,66 @@
 #!/usr/bin/env bash
 # boot.sh <mode> [variant] [list]: boot the test kernel under QEMU in one host
-# mode, run the mode's test list from the initramfs, and check the serial log.
-# Prints one line per result ("PASS|FAIL|SKIP <mode> <test> [why]") on stdout
-# and exits non-zero if anything failed.
+# mode, run the list's tests from the initramfs, and check the serial log.
 #   modes: protected (pKVM, hVHE under -cpu max), protected-nvhe, nvhe, vhe
+#
+# Prints one line per result ("PASS|FAIL|SKIP <mode> <test> [why]") on
+# stdout and exits non-zero if anything failed. Every test the list plans
+# (read from the initramfs itself) gets exactly one line, whatever happens
+# to the boot: a test without a result is "FAIL <mode> <test> not run". A
+# boot that cannot start (unknown mode, no QEMU, no Image, no initramfs, no
+# such list) is "FAIL <mode> boot <why>", with every planned test not run.
+# A skip is a failure unless selftests/expected-skips.list (SKIPS= for
+# another file) gives the mode, the test and the reason.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 QEMU=${QEMU:-qemu-system-aarch64}
-need "$QEMU" timeout
 
-mode=${1:?mode}
+mode=${1:-}
 variant=${2:-default}
 list=${3:-$mode}
 image=$BUILD/obj/$variant/arch/arm64/boot/Image
 initrd=${INITRD:-$BUILD/initramfs.cpio}
+skips=${SKIPS:-$TOP/selftests/expected-skips.list}
 logdir=$BUILD/logs
 mkdir -p "$logdir"
-log=$logdir/$variant-$mode-$list.log
-[ -f "$image" ] || die "no kernel image at $image (make kernel)"
-[ -f "$initrd" ] || die "no initramfs at $initrd (make initramfs)"
+log=$logdir/$variant-${mode:-none}-${list:-none}.log
+# Never read what an earlier boot left.
+rm -f "$log" "$log.tmp"
+
+fail=0
+result() { echo "$*"; case "$1" in FAIL) fail=1 ;; esac; }
+
+# The plan: the list's test names, from the initramfs the boot uses.
+declare -A seen=()
+planned=()
+if [ -n "$list" ] && [ -f "$initrd" ]; then
+	mapfile -t planned < <(cpio -i --quiet --to-stdout "tests/$list.list" < "$initrd" 2>/dev/null |
+		awk '$1 !~ /^#/ && NF { print $1 }')
+fi
+
+# Every planned test without a result line is a failure; then exit.
+finish() {
+	local name
+	for name in "${planned[@]}"; do
+		[ -n "${seen[$name]:-}" ] || result FAIL "$mode" "$name" "not run${1:+ ($1)}"
+	done
+	exit $fail
+}
+# A boot that cannot start.
+abort() { result FAIL "${mode:-none}" boot "$*"; finish "the boot did not start"; }
 
 case "$mode" in
 protected)	args="kvm-arm.mode=protected"; expect="Protected hVHE mode initialized successfully" ;;
 protected-nvhe)	args="kvm-arm.mode=protected arm64_sw.hvhe=0 id_aa64mmfr1.vh=0"; expect="Protected nVHE mode initialized successfully" ;;
 nvhe)		args="kvm-arm.mode=nvhe"; expect="Hyp nVHE mode initialized successfully" ;;
 vhe)		args=""; expect="VHE mode initialized successfully" ;;
-*) die "unknown mode '$mode' (protected, protected-nvhe, nvhe, vhe)" ;;
+*) abort "unknown mode '$mode' (protected, protected-nvhe, nvhe, vhe)" ;;
 esac
+command -v "$QEMU" >/dev/null || abort "no QEMU '$QEMU' (run scripts/install-deps.sh)"
+command -v timeout >/dev/null || abort "no 'timeout' tool"
+[ -f "$image" ] || abort "no kernel image at $image (make kernel)"
+[ -f "$initrd" ] || abort "no initramfs at $initrd (make initramfs)"
+[ ${#planned[@]} -gt 0 ] || abort "the initramfs $initrd has no test list '$list' (or an empty one)"
 
 # Hugepage reservation follows the granule: 2 MiB blocks with 4K pages,
 # 32 MiB with 16K, 512 MiB with 64K.
@@ -46,7 +80,8 @@ case "$variant" in
 esac
 
 # Per-boot limit: the list's timeouts plus boot slack.
-tl=$(awk '{s += $2} END {print s + 0}' "$BUILD/initramfs/tests/$list.list" 2>/dev/null || echo 600)
+tl=$(cpio -i --quiet --to-stdout "tests/$list.list" < "$initrd" 2>/dev/null |
+	awk '$1 !~ /^#/ && NF { s += $2 } END { print s + 0 }')
 limit=${BOOT_TIMEOUT:-$((tl + 120))}
 
 start=$(date +%s)
@@ -60,13 +95,13 @@ qrc=$?
 secs=$(( $(date +%s) - start ))
 { echo "# host: $("$QEMU" --version | head -1)"; tr -d '\r' < "$log"; } > "$log.tmp" && mv "$log.tmp" "$log"
 
-fail=0
-result() { echo "$*"; case "$1" in FAIL) fail=1 ;; esac; }
-
+ended=""
 if [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ]; then
 	result FAIL "$mode" boot "QEMU hung: killed after ${limit}s (log: $log)"
+	ended="QEMU was killed after ${limit}s"
 elif [ "$qrc" -ne 0 ]; then
 	result FAIL "$mode" boot "QEMU exited with status $qrc: $(head -c 300 "$log" | tr '\n' ' ')"
+	ended="QEMU exited with status $qrc"
 fi
 if grep -qE "kvm \[[0-9]+\]: $expect" "$log"; then
 	result PASS "$mode" "mode-line" "$(grep -oE "kvm \[[0-9]+\]: $expect" "$log" | head -1)"
@@ -74,25 +109,56 @@ else
 	result FAIL "$mode" "mode-line" "log lacks '$expect' (log: $log)"
 fi
 
-# Test results (KTAP lines printed by our init).
+# Expected skips: "<modes> <test> <reason...>" lines.
+expected_skip() {
+	[ -f "$skips" ] || return 1
+	awk -v m="$mode" -v t="$1" '$1 !~ /^#/ && NF >= 3 && $2 == t {
+		n = split($1, ms, ","); for (i = 1; i <= n; i++) if (ms[i] == "all" || ms[i] == m) {
+			$1 = ""; $2 = ""; sub(/^ +/, ""); print; found = 1; exit } }
+		END { exit !found }' "$skips"
+}
+
+# Test results (KTAP lines printed by our init), each checked against the plan.
 while read -r line; do
 	case "$line" in
-	"ok "*"# SKIP"*) n=${line#ok }; n=${n#* }; result SKIP "$mode" "${n%% *}" ;;
-	"ok "*) n=${line#ok }; n=${n#* }; result PASS "$mode" "${n%% *}" ;;
-	"not ok "*) n=${line#not ok }; n=${n#* }; result FAIL "$mode" "${n%% *}" "${n#* # } (log: $log)" ;;
+	"ok "*"# SKIP"*) verdict=SKIP; n=${line#ok } ;;
+	"ok "*) verdict=PASS; n=${line#ok } ;;
+	"not ok "*) verdict=FAIL; n=${line#not ok } ;;
+	*) continue ;;
+	esac
+	n=${n#* }
+	name=${n%% *}
+	if [ -n "${seen[$name]:-}" ]; then
+		result FAIL "$mode" "$name" "reported twice (log: $log)"
+		continue
+	fi
+	seen[$name]=1
+	if ! printf '%s\n' "${planned[@]}" | grep -qxF -- "$name"; then
+		result FAIL "$mode" "$name" "not in the list's plan: ${n#* } (log: $log)"
+		continue
+	fi
+	case "$verdict" in
+	PASS) result PASS "$mode" "$name" ;;
+	FAIL) result FAIL "$mode" "$name" "${n#* # } (log: $log)" ;;
+	SKIP)
+		if why=$(expected_skip "$name"); then
+			result SKIP "$mode" "$name" "expected: $why"
+		else
+			result FAIL "$mode" "$name" "skipped, and $skips does not expect it (log: $log)"
+		fi ;;
 	esac
 done < <(grep -aE '^(not )?ok [0-9]+ ' "$log")
 want=$(grep -aoE '^1\.\.[0-9]+' "$log" | head -1 | cut -c4-)
 got=$(grep -acE '^(not )?ok [0-9]+ ' "$log")
-grep -aq "# pkvm-init: done" "$log" && [ -n "$want" ] && [ "$want" = "$got" ] ||
-	result FAIL "$mode" "test-run" "init did not finish its list (planned ${want:-?}, reported $got; log: $log)"
+grep -aq "# pkvm-init: done" "$log" && [ "${want:-x}" = "$got" ] && [ "$got" = "${#planned[@]}" ] ||
+	result FAIL "$mode" "test-run" "init did not finish its list (planned ${#planned[@]}, init's plan ${want:-?}, reported $got; log: $log)"
 
-# Any kernel or hypervisor complaint fails the boot.
-bad=$(grep -anE 'vmstat_refresh: nr_|WARNING:|\bBUG\b|Oops|Kernel panic|hyp panic|HYP panic|Test Assertion Failure|Unable to handle kernel' "$log" | head -20)
+# Any kernel or hypervisor complaint fails the boot (SERIAL_BAD_RE: lib.sh).
+bad=$(grep -anE "$SERIAL_BAD_RE" "$log" | head -20)
 if [ -n "$bad" ]; then
 	result FAIL "$mode" "serial-log" "forbidden lines in $log:"
 	echo "$bad" | sed 's/^/    /'
 else
 	result PASS "$mode" "serial-log" "clean (${secs}s)"
 fi
-exit $fail
+finish "$ended"

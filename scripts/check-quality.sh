@@ -53,7 +53,8 @@ fail=0
 # sparse over arch/arm64/kvm (C=2 checks every file, built or not).
 for side in base our; do
 	if [ $side = base ]; then M=("${BMAKE[@]}"); else M=("${OMAKE[@]}"); fi
-	"${M[@]}" C=2 CHECK="$sparse" arch/arm64/kvm/ > "$qdir/sparse-$side.log" 2>&1
+	"${M[@]}" C=2 CHECK="$sparse" arch/arm64/kvm/ > "$qdir/sparse-$side.log" 2>&1 ||
+		die "sparse C=2 build of arch/arm64/kvm ($side) failed: $(tail -5 "$qdir/sparse-$side.log")"
 	grep -q "not available or not up to date" "$qdir/sparse-$side.log" &&
 		die "the kernel refused $sparse for C=2"
 	grep -E 'warning|error' "$qdir/sparse-$side.log" | norm > "$qdir/sparse-$side.txt"
@@ -71,8 +72,12 @@ for side in base our; do
 		rm -f "$o/$ob"
 		present+=("$ob")
 	done
-	[ ${#present[@]} -gt 0 ] && "${M[@]}" W=1 "${present[@]}" 2>&1 | grep -E 'warning:' | norm > "$qdir/w1-$side.txt"
-	touch "$qdir/w1-$side.txt"
+	: > "$qdir/w1-$side.txt"
+	if [ ${#present[@]} -gt 0 ]; then
+		"${M[@]}" W=1 "${present[@]}" > "$qdir/w1-$side.log" 2>&1 ||
+			die "W=1 build ($side) failed: $(grep -E 'error' "$qdir/w1-$side.log" | head -5)"
+		grep -E 'warning:' "$qdir/w1-$side.log" | norm > "$qdir/w1-$side.txt"
+	fi
 done
 new=$(comm -13 "$qdir/w1-base.txt" "$qdir/w1-our.txt")
 if [ -n "$new" ]; then echo "check-quality: W=1 warnings the base does not have:"; echo "$new"; fail=1; fi
@@ -86,9 +91,17 @@ for side in base our; do
 		[ -f "$d/$f" ] && present+=("$d/$f")
 	done
 	for c in "$d"/scripts/coccinelle/*/*.cocci; do
-		timeout 120 spatch --very-quiet -D report --no-show-diff \
+		# A semantic patch that times out or fails checked nothing: that
+		# is a failure of the check, not a clean result.
+		timeout 300 spatch --very-quiet -D report --no-show-diff \
 			-I "$d/include" -I "$d/arch/arm64/include" --cocci-file "$c" \
-			"${present[@]}" 2>/dev/null | norm >> "$qdir/cocci-$side.txt"
+			"${present[@]}" > "$qdir/cocci.out" 2> "$qdir/cocci.err"
+		src=$?
+		if [ $src -ne 0 ]; then
+			echo "check-quality: spatch $(basename "$c") ($side) exited with status $src$([ $src = 124 ] && echo ' (timeout)'): $(tail -2 "$qdir/cocci.err" | tr '\n' ' ')"
+			fail=1
+		fi
+		norm < "$qdir/cocci.out" >> "$qdir/cocci-$side.txt"
 	done
 	sort -u -o "$qdir/cocci-$side.txt" "$qdir/cocci-$side.txt"
 done

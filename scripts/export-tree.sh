@@ -68,3 +68,5 @@ for c in $(git -C "$TREE" rev-list --reverse base..HEAD); do
 done
 mv series.new series
 echo "export-tree: $i commits -> series"
+# The tree is now exactly what the series describes.
+ADOPT_TREE=1 "$TOP/scripts/prepare-tree.sh"

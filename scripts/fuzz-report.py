@@ -13,6 +13,8 @@ import sys
 SEQ = re.compile(r"^(\S+): random sequence: seed (0x[0-9a-f]+), (\d+) steps passed: (.*)$")
 FAIL = re.compile(r"random sequence: FAILED at seed (0x[0-9a-f]+) step (\d+)")
 RAW = re.compile(r"(\d+) raw hostile calls in all")
+# fuzz.sh's verdict for a planned run that did not pass (crash, timeout).
+LOST = re.compile(r"^(\S+): (fuzz_\d+) counted as FAILED")
 
 
 def runs(top):
@@ -21,8 +23,10 @@ def runs(top):
         summary = os.path.join(top, d, "summary.txt")
         if not os.path.isfile(summary):
             continue
-        passed, failed = [], []
+        passed, failed, lost = [], [], 0
         for line in open(summary):
+            if LOST.match(line.strip()):
+                lost += 1
             m = SEQ.match(line.strip())
             if m:
                 raw = RAW.search(m.group(4))
@@ -31,6 +35,9 @@ def runs(top):
             m = FAIL.search(line)
             if m:
                 failed.append((m.group(1), int(m.group(2))))
+        # A run counted as failed without a "FAILED at seed" line of its own
+        # (it crashed or timed out) is a failure too.
+        failed += [("(no verdict)", -1)] * max(0, lost - len(failed))
         out.append((d, passed, failed))
     return out
 
@@ -46,7 +53,8 @@ def main(top, readme):
         raw = sum(p[3] for p in passed)
         lines.append(f"- `{os.path.join(top, d)}`: {len(passed)} sequence(s) passed "
                      f"({steps} steps, {raw} raw hostile calls), {len(failed)} failed" +
-                     "".join(f"; FAILED seed {s} at step {n}" for s, n in failed))
+                     "".join(f"; FAILED seed {s} at step {n}" if n >= 0 else
+                             "; a run crashed or timed out" for s, n in failed))
         for p in passed:
             if best is None or p[2] > best[0][2]:
                 best = (p, d)

@@ -42,9 +42,25 @@ for mode in protected protected-nvhe; do
 	grep -E '^# random sequence: ' "$log" | sed "s/^# /$mode: /" >> "$summary"
 	grep -E '^(PASS|FAIL|SKIP) ' "$out/$mode.results" | sed "s/^/$mode: /" >> "$summary"
 done
-passed=$(grep -c 'steps passed' "$summary")
-failed=$(grep -c 'FAILED at seed' "$summary")
-echo "fuzz: $passed sequences of $steps steps passed, $failed failed ($((2 * runs)) seeds); see $summary" |
+# Every planned run is a pass or a failure: a run passed only if boot.sh
+# reported it passed (its sequence ran to its end, the boot's serial log
+# clean); a crash, a timeout or a boot that died fails every run it took.
+planned=$((2 * runs))
+passed=0
+for mode in protected protected-nvhe; do
+	clean=1
+	grep -qE "^FAIL $mode (boot|serial-log|test-run|mode-line)" "$out/$mode.results" && clean=0
+	for i in $(seq 1 "$runs"); do
+		if [ $clean = 1 ] && grep -qE "^PASS $mode fuzz_$i\$" "$out/$mode.results"; then
+			passed=$((passed + 1))
+		else
+			echo "$mode: fuzz_$i counted as FAILED: $(grep -E "^(FAIL|SKIP) $mode (fuzz_$i|boot|serial-log|test-run)" "$out/$mode.results" | head -3 | tr '\n' ' ')" >> "$summary"
+			rc=1
+		fi
+	done
+done
+failed=$((planned - passed))
+echo "fuzz: $passed sequences of $steps steps passed, $failed failed ($planned seeds); see $summary" |
 	tee -a "$summary"
 # The README's record of the longest run comes from the committed summaries.
 python3 "$TOP/scripts/fuzz-report.py" "$TOP/bench/fuzz" --readme "$TOP/README.md" >/dev/null ||

@@ -31,7 +31,16 @@ done
 
 for mode in $MODES; do
 	echo "== $mode"
-	"$TOP/scripts/boot.sh" "$mode" default | tee -a "$results"
+	out=$BUILD/boot-$mode.results
+	"$TOP/scripts/boot.sh" "$mode" default 2> "$out.err" | tee "$out"
+	brc=${PIPESTATUS[0]}
+	cat "$out" >> "$results"
+	cat "$out.err" >&2
+	# boot.sh prints a FAIL line for everything that goes wrong; a status
+	# it did not explain (it died) is one more.
+	if [ "$brc" -ne 0 ] && ! grep -q '^FAIL' "$out"; then
+		record "FAIL $mode boot.sh exited with status $brc: $(tail -c 300 "$out.err" | tr '\n' ' ')"
+	fi
 done
 
 # Checks on what the boots printed.

@@ -38,6 +38,7 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 
+#include "delay.h"
 #include "kvm_util.h"
 #include "processor.h"
 #include "test_util.h"
@@ -1334,6 +1335,143 @@ static void set_data_region(struct test_vm *t, u64 gpa, u64 size)
 }
 
 /*
+ * A logging memslot moved away and back while a vCPU keeps writing to it:
+ * the frames of the pages it wrote at EL2 since its last exit sit in its
+ * dirty buffer when the slot is unmapped, and it may not exit again (one
+ * write every MOVE_WRITE_US, ticks aside) before the slot is at its new
+ * place. The log read there must still hold every page whose content
+ * changed since the last read (dirty_log_test's rule). While the slot is
+ * away, the guest's writes are MMIO exits that change nothing.
+ */
+#define MOVE_WRITE_US	1500
+#define MOVE_ROUNDS	60
+
+static void move_guest_code(u64 nr)
+{
+	u64 seq, i;
+
+	for (seq = 1;; seq++) {
+		for (i = 0; i < nr; i++) {
+			WRITE_ONCE(*(u64 *)(TEST_GVA + i * guest_page_size), seq << 16 | i);
+			udelay(MOVE_WRITE_US);
+		}
+	}
+}
+
+struct move_ctx {
+	struct test_vm *t;
+	u64 size, mmio;
+	bool stop;
+};
+
+static void *move_vcpu_thread(void *arg)
+{
+	struct move_ctx *c = arg;
+	struct kvm_vcpu *vcpu = c->t->vcpu;
+	struct kvm_run *run = vcpu->run;
+	struct ucall uc;
+
+	while (!READ_ONCE(c->stop)) {
+		vcpu_run(vcpu);
+		if (run->exit_reason == KVM_EXIT_MMIO &&
+		    run->mmio.phys_addr >= TEST_GPA && run->mmio.phys_addr < TEST_GPA + c->size) {
+			TEST_ASSERT(run->mmio.is_write, "MMIO read of the data slot");
+			c->mmio++;
+			continue;
+		}
+		switch (get_ucall(vcpu, &uc)) {
+		case UCALL_ABORT:
+			REPORT_GUEST_ASSERT(uc);
+			break;
+		default:
+			TEST_FAIL("unexpected exit %u, ucall %lu", run->exit_reason, uc.cmd);
+		}
+	}
+	return NULL;
+}
+
+/* Word 0 of each page, where the guest writes. */
+static void move_snapshot(struct test_vm *t, u64 nr, u64 *words)
+{
+	u64 i;
+
+	for (i = 0; i < nr; i++)
+		words[i] = READ_ONCE(*(u64 *)(t->hva + i * t->page_size));
+}
+
+/*
+ * Read the log; every page that changed between @base (taken after the
+ * last read) and a snapshot taken just before this one must be dirty.
+ * @base is then retaken. Returns how many pages changed.
+ */
+static u64 move_collect(struct test_vm *t, u64 nr, u64 *base, u64 *now,
+			u64 round, const char *where)
+{
+	u64 i, changed = 0;
+
+	move_snapshot(t, nr, now);
+	kvm_vm_get_dirty_log(t->vm, DATA_SLOT, t->bitmap);
+	for (i = 0; i < nr; i++) {
+		if (now[i] == base[i])
+			continue;
+		changed++;
+		TEST_ASSERT(test_bit(i, t->bitmap),
+			    "move round %lu, %s: page %lu changed (0x%lx to 0x%lx), not in the log",
+			    round, where, i, base[i], now[i]);
+	}
+	move_snapshot(t, nr, base);
+	return changed;
+}
+
+static void test_move_with_buffered_frames(void)
+{
+	u64 nr, round, gpa_b, *base, *now, moved = 0, at_a = 0, el2;
+	struct move_ctx c = {};
+	pthread_t thread;
+	struct test_vm t;
+
+	create_test_vm(&t, 0);
+	c.t = &t;
+	c.size = t.npages * t.page_size;
+	gpa_b = TEST_GPA + 2 * ALIGN(c.size, block_size);
+	/* Each page rewritten every 12 ms: after a read of the log, at EL2. */
+	nr = 8;
+	base = calloc(nr, sizeof(u64));
+	now = calloc(nr, sizeof(u64));
+	vcpu_set_reg(t.vcpu, ARM64_CORE_REG(regs.pc), (u64)move_guest_code);
+	vcpu_args_set(t.vcpu, 1, nr);
+	vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
+	kvm_vm_get_dirty_log(t.vm, DATA_SLOT, t.bitmap);
+	move_snapshot(&t, nr, base);
+	pthread_create(&thread, NULL, move_vcpu_thread, &c);
+
+	srandom(0x5eed);
+	for (round = 0; round < MOVE_ROUNDS; round++) {
+		/* Pages the guest writes now fault to the host (the slot is new). */
+		usleep(2000 + random() % 8000);
+		/* Write-protects them: under pKVM, the next writes stay at EL2. */
+		at_a += move_collect(&t, nr, base, now, round, "before the move");
+		usleep(random() % 10000);
+		set_data_region(&t, gpa_b, c.size);
+		moved += move_collect(&t, nr, base, now, round, "after the move");
+		set_data_region(&t, TEST_GPA, c.size);
+	}
+	WRITE_ONCE(c.stop, true);
+	/* The guest is kicked out by its next write (MMIO) or a signal-free exit. */
+	set_data_region(&t, gpa_b, c.size);
+	pthread_join(thread, NULL);
+	el2 = vcpu_get_stat(t.vcpu, el2_dirty_faults);
+	pr_info("memslot move with frames in EL2 dirty buffers: %u rounds, %lu page writes seen at the old place, %lu just before a move, %lu MMIO writes while away, %lu faults resolved at EL2\n",
+		MOVE_ROUNDS, at_a, moved, c.mmio, el2);
+	TEST_ASSERT(moved && c.mmio, "the guest wrote %lu pages just before a move, %lu while away",
+		    moved, c.mmio);
+	TEST_ASSERT(!fast_dirty || el2, "no write was resolved at EL2");
+	free(base);
+	free(now);
+	destroy_test_vm(&t);
+}
+
+/*
  * Delete and re-create, move and move back, or mprotect the slot's memory
  * (an MMU-notifier unmap, which can run while a split loop has dropped
  * mmu_lock to reschedule) while another thread keeps clearing, and so
@@ -1998,13 +2136,21 @@ static void test_random_sequence(u64 seed, u64 steps)
 	printf(" %lu raw hostile calls in all\n", fz.raw_calls);
 }
 
+/* -t: the one scenario to run, or all of them. */
+static const char *only;
+
+static bool want(const char *scenario)
+{
+	return !only || !strcmp(only, scenario);
+}
+
 int main(int argc, char *argv[])
 {
 	bool abi_required = false, fault_required = false;
 	u64 sizes, secpt, steps = 0, seeds[8];
 	int opt, nr_seeds = 0, i;
 
-	while ((opt = getopt(argc, argv, "afz:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "afz:s:t:")) != -1) {
 		switch (opt) {
 		case 'a':
 			abi_required = true;
@@ -2016,19 +2162,28 @@ int main(int argc, char *argv[])
 			steps = strtoull(optarg, NULL, 0);
 			TEST_ASSERT(steps, "-z: a number of steps, not '%s'", optarg);
 			break;
+		case 't':
+			only = optarg;
+			TEST_ASSERT(strstr(" enable clear vcpu-race slot-churn move-buffered restore-churn shared pkvm ",
+					   only) && !strchr(only, ' '),
+				    "-t: no scenario '%s'", only);
+			break;
 		case 's':
 			TEST_ASSERT(nr_seeds < ARRAY_SIZE(seeds), "at most %zu seeds",
 				    ARRAY_SIZE(seeds));
 			seeds[nr_seeds++] = strtoull(optarg, NULL, 0);
 			break;
 		default:
-			printf("usage: %s [-a] [-f] [-z STEPS [-s SEED]...]\n"
+			printf("usage: %s [-a] [-f] [-t SCENARIO] [-z STEPS [-s SEED]...]\n"
 			       " -a: fail if the pKVM hostile-host ABI table is missing\n"
 			       " -f: fail if page allocation fault injection is missing\n"
 			       " -z: only the random sequence test, STEPS steps per seed\n"
-			       " -s: its seed (repeatable; default 0x1, 0x2 and a new one)\n",
+			       " -s: its seed (repeatable; default 0x1, 0x2 and a new one)\n"
+			       " -t: only one scenario: enable, clear, vcpu-race, slot-churn,\n"
+			       "     move-buffered, restore-churn, shared or pkvm\n",
 			       argv[0]);
-			exit(KSFT_SKIP);
+			/* A bad option is a broken test line, not a skip. */
+			exit(KSFT_FAIL);
 		}
 	}
 
@@ -2064,33 +2219,49 @@ int main(int argc, char *argv[])
 	}
 
 	secpt = sec_pagetables_kb();
-	test_split_on_enable();
-	check_no_leak(secpt, "enable-time split");
-	if (collapse) {
-		/* Blocks collapsed on fault, as without the in-place restore. */
-		collapse = set_param(COLLAPSE_PARAM, false);
+	if (want("enable")) {
 		test_split_on_enable();
-		collapse = set_param(COLLAPSE_PARAM, true);
-		check_no_leak(secpt, "enable-time split, collapse on fault");
+		check_no_leak(secpt, "enable-time split");
+		if (collapse) {
+			/* Blocks collapsed on fault, as without the in-place restore. */
+			collapse = set_param(COLLAPSE_PARAM, false);
+			test_split_on_enable();
+			collapse = set_param(COLLAPSE_PARAM, true);
+			check_no_leak(secpt, "enable-time split, collapse on fault");
+		}
 	}
-	test_split_on_clear();
-	check_no_leak(secpt, "clear-time split");
-	if (split_wp) {
-		/* The two-step path (write-protect, then split) still works. */
-		split_wp = set_param(SPLIT_WP_PARAM, false);
+	if (want("clear")) {
 		test_split_on_clear();
-		split_wp = set_param(SPLIT_WP_PARAM, true);
-		check_no_leak(secpt, "clear-time split, two-step");
+		check_no_leak(secpt, "clear-time split");
+		if (split_wp) {
+			/* The two-step path (write-protect, then split) still works. */
+			split_wp = set_param(SPLIT_WP_PARAM, false);
+			test_split_on_clear();
+			split_wp = set_param(SPLIT_WP_PARAM, true);
+			check_no_leak(secpt, "clear-time split, two-step");
+		}
 	}
-	test_split_vs_vcpu_faults();
-	check_no_leak(secpt, "split vs vCPU faults");
-	test_split_vs_slot_churn();
-	check_no_leak(secpt, "split vs slot churn");
-	test_restore_vs_churn();
-	check_no_leak(secpt, "restore vs churn");
-	test_split_shared_with_other_vm();
-	check_no_leak(secpt, "split shared with another guest");
-	if (pkvm) {
+	if (want("vcpu-race")) {
+		test_split_vs_vcpu_faults();
+		check_no_leak(secpt, "split vs vCPU faults");
+	}
+	if (want("slot-churn")) {
+		test_split_vs_slot_churn();
+		check_no_leak(secpt, "split vs slot churn");
+	}
+	if (want("move-buffered")) {
+		test_move_with_buffered_frames();
+		check_no_leak(secpt, "memslot move with buffered frames");
+	}
+	if (want("restore-churn")) {
+		test_restore_vs_churn();
+		check_no_leak(secpt, "restore vs churn");
+	}
+	if (want("shared")) {
+		test_split_shared_with_other_vm();
+		check_no_leak(secpt, "split shared with another guest");
+	}
+	if (pkvm && want("pkvm")) {
 		if (fast_dirty) {
 			dirty_buf_entries = read_u64_file(DIRTY_BUF_PARAM);
 			test_small_dirty_buffer(secpt);
