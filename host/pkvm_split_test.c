@@ -4,7 +4,7 @@
  *
  * Reading /sys/kernel/debug/kvm/<pid>-<fd>/pkvm_split_abi, for a
  * non-protected VM whose hyp VM exists and which has at least two adjacent
- * unsplit block mappings, issues __pkvm_host_split_guest and
+ * unsplit block mappings, issues __pkvm_host_split_range and
  * __pkvm_tlb_flush_vmid_ipa_nsh with a table of bad arguments and bad
  * memcaches, as a compromised host could, and reports one KTAP line per
  * case: the result must be the documented error, and the following
@@ -54,7 +54,7 @@ static long split_wp_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages, u64 wp_gfn
 			 u64 wp_nr, u64 *done, u64 *nr_split, u64 *wp_done)
 {
 	struct arm_smccc_1_2_regs res, args = {
-		.a0	= KVM_HOST_SMCCC_FUNC(__pkvm_host_split_guest),
+		.a0	= KVM_HOST_SMCCC_FUNC(__pkvm_host_split_range),
 		.a1	= handle,
 		.a2	= gfn,
 		.a3	= nr_pages,
@@ -83,7 +83,7 @@ static long collapse_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 			 u64 *done, u64 *restored, u64 *returned)
 {
 	struct arm_smccc_1_2_regs res, args = {
-		.a0	= KVM_HOST_SMCCC_FUNC(__pkvm_host_collapse_guest),
+		.a0	= KVM_HOST_SMCCC_FUNC(__pkvm_host_collapse_range),
 		.a1	= handle,
 		.a2	= gfn,
 		.a3	= nr_pages,
@@ -491,6 +491,8 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 			gfn, 2 * bp, gfn + bp - 1, 2, -EINVAL);
 	expect_split_wp(&c, "split+wp: overflowing wp_gfn + wp_nr", h, gfn, bp,
 			gfn + 1, U64_MAX, -EINVAL);
+	expect_split_wp(&c, "split+wp: more frames than one bitmap word", h, gfn, bp,
+			gfn, KVM_PKVM_SPLIT_MAX_WP + 1, -EINVAL);
 	expect_split(&c, "split: empty memcache", h, gfn, bp, -ENOMEM);
 
 	expect_collapse(&c, "restore: unknown handle", 0, gfn, bp, -ENOENT);
@@ -613,9 +615,71 @@ unlock:
 	free_hyp_memcache(&spare);
 }
 
+/*
+ * A table runs once per open of its file: seq_file calls show() again only
+ * after an overflow, with a larger buffer, which would run the table a
+ * second time on a VM the first run changed. The buffer is sized so that
+ * it does not overflow, and a second call reports the overflow instead.
+ */
+struct abi_once {
+	struct kvm *kvm;
+	bool ran;
+};
+
+static int abi_once_open(struct inode *inode, struct file *file,
+			 int (*show)(struct seq_file *, void *))
+{
+	struct abi_once *once = kzalloc_obj(*once, GFP_KERNEL);
+	int ret;
+
+	if (!once)
+		return -ENOMEM;
+	once->kvm = inode->i_private;
+	ret = single_open_size(file, show, once, SZ_64K);
+	if (ret)
+		kfree(once);
+	return ret;
+}
+
+static int abi_once_release(struct inode *inode, struct file *file)
+{
+	kfree(((struct seq_file *)file->private_data)->private);
+	return single_release(inode, file);
+}
+
+/* The table's kvm, or NULL if it already ran for this open. */
+static struct kvm *abi_once_begin(struct seq_file *s)
+{
+	struct abi_once *once = s->private;
+
+	if (once->ran) {
+		seq_puts(s, "not ok 1 run-once # the report overflowed its buffer\n");
+		return NULL;
+	}
+	once->ran = true;
+	return once->kvm;
+}
+
+#define DEFINE_ABI_ONCE_ATTRIBUTE(__name)					\
+static int __name ## _open(struct inode *inode, struct file *file)		\
+{										\
+	return abi_once_open(inode, file, __name ## _show);			\
+}										\
+										\
+static const struct file_operations __name ## _fops = {			\
+	.owner		= THIS_MODULE,						\
+	.open		= __name ## _open,					\
+	.read		= seq_read,						\
+	.llseek		= seq_lseek,						\
+	.release	= abi_once_release,					\
+}
+
 static int pkvm_split_abi_show(struct seq_file *s, void *unused)
 {
-	struct kvm *kvm = s->private;
+	struct kvm *kvm = abi_once_begin(s);
+
+	if (!kvm)
+		return 0;
 
 	if (!pkvm_hyp_vm_is_created(kvm) || kvm_vm_is_protected(kvm)) {
 		seq_puts(s, "1..0 # SKIP needs a running non-protected VM\n");
@@ -625,7 +689,7 @@ static int pkvm_split_abi_show(struct seq_file *s, void *unused)
 	run_abi_test(s, kvm);
 	return 0;
 }
-DEFINE_SHOW_ATTRIBUTE(pkvm_split_abi);
+DEFINE_ABI_ONCE_ATTRIBUTE(pkvm_split_abi);
 
 static bool vm_has_mappings(struct kvm *kvm)
 {
@@ -648,10 +712,13 @@ static bool vm_has_mappings(struct kvm *kvm)
 static int pkvm_split_abi_dying_show(struct seq_file *s, void *unused)
 {
 	u64 bp = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
-	struct kvm *kvm = s->private;
+	struct kvm *kvm = abi_once_begin(s);
 	struct abi_case_ctx c = { .m = s };
 	u64 done = ~0ULL, nr_split = ~0ULL;
 	long ret;
+
+	if (!kvm)
+		return 0;
 
 	mutex_lock(&kvm->lock);
 	if (kvm_is_vcpu_creation_in_progress(kvm) || kvm_trylock_all_vcpus(kvm)) {
@@ -681,7 +748,7 @@ unlock:
 	mutex_unlock(&kvm->lock);
 	return 0;
 }
-DEFINE_SHOW_ATTRIBUTE(pkvm_split_abi_dying);
+DEFINE_ABI_ONCE_ATTRIBUTE(pkvm_split_abi_dying);
 
 static long check_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 		      struct arm_smccc_1_2_regs *res)
@@ -791,12 +858,12 @@ DEFINE_SHOW_ATTRIBUTE(pkvm_split_check);
 /*
  * Raw hostile calls at random. Writing "SEED STEPS" to pkvm_split_raw
  * makes STEPS calls (at most RAW_MAX_STEPS), drawn from SEED, of what a
- * compromised host could ask EL2 for this VM: __pkvm_host_split_guest
+ * compromised host could ask EL2 for this VM: __pkvm_host_split_range
  * (with and without a range to write-protect) on random ranges, with split
  * caches of random length that end, or not, in a page EL2 must refuse
  * (owned by EL2, shared with EL2, shared with this guest, donated to a
  * protected VM, MMIO, beyond memory, one listed twice);
- * __pkvm_host_collapse_guest; bad arguments; nsh flushes with random
+ * __pkvm_host_collapse_range; bad arguments; nsh flushes with random
  * arguments; another VM's protected handle; and, between them, the host's
  * own operations on random ranges (write-protect, test and clear young,
  * unmap). The host's records are kept as the host's own paths keep them.
@@ -1030,7 +1097,7 @@ static void raw_split(struct raw_ctx *c, bool wp)
 		first = m->gfn + raw_below(c, m->nr_pages);
 		last = min(m->gfn + m->nr_pages, ALIGN_DOWN(first, c->bp) + c->bp);
 		wp_gfn = first;
-		wp_nr = 1 + raw_below(c, last - first);
+		wp_nr = 1 + raw_below(c, min_t(u64, last - first, KVM_PKVM_SPLIT_MAX_WP));
 		gfn = ALIGN_DOWN(first, c->bp);
 		nr = c->bp * (1 + raw_below(c, 2 * KVM_PKVM_SPLIT_MAX_BLOCKS));
 		nr = min(nr, c->ipa_pages - gfn);
@@ -1079,7 +1146,7 @@ static void raw_split(struct raw_ctx *c, bool wp)
 	mc->head = n ? ent[0] : 0;
 	mc->nr_pages = n;
 
-	/* What EL2 admits: see __pkvm_host_split_guest(). */
+	/* What EL2 admits: see __pkvm_host_split_range(). */
 	want = cap / c->bp;
 	want -= min(want, c->sc.split_cache);
 	want = min_t(u64, want, n);

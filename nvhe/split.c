@@ -36,10 +36,10 @@ int pkvm_check_block_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages)
 }
 
 /*
- * The frames to write-protect after a split: none, or frames inside the
- * range to split that do not cross a block boundary (a dirty bitmap word's
- * worth at most, as __pkvm_host_wrprotect_guest() takes). @gfn + @nr_pages
- * is known not to overflow.
+ * The frames to write-protect after a split: none, or at most a dirty
+ * bitmap word's worth (KVM_PKVM_SPLIT_MAX_WP) inside the range to split
+ * that do not cross a block boundary. @gfn + @nr_pages is known not to
+ * overflow.
  */
 static int check_wrprotect_range(u64 gfn, u64 nr_pages, u64 wp_gfn, u64 wp_nr)
 {
@@ -48,7 +48,7 @@ static int check_wrprotect_range(u64 gfn, u64 nr_pages, u64 wp_gfn, u64 wp_nr)
 	if (!wp_nr)
 		return 0;
 
-	if (wp_gfn < gfn || wp_gfn - gfn >= nr_pages ||
+	if (wp_nr > KVM_PKVM_SPLIT_MAX_WP || wp_gfn < gfn || wp_gfn - gfn >= nr_pages ||
 	    wp_nr > nr_pages - (wp_gfn - gfn) ||
 	    ALIGN_DOWN(wp_gfn, block_pages) != ALIGN_DOWN(wp_gfn + wp_nr - 1, block_pages))
 		return -EINVAL;
@@ -72,7 +72,7 @@ static int check_wrprotect_range(u64 gfn, u64 nr_pages, u64 wp_gfn, u64 wp_nr)
  * end: a KVM_CLEAR_DIRTY_LOG word whose block is not split yet costs one
  * hypercall. *wp_done says how many frames it write-protected (@wp_nr or 0).
  */
-int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
+int __pkvm_host_split_range(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 			    u64 wp_gfn, u64 wp_nr, u64 *done, u64 *nr_split,
 			    u64 *nr_tlbi, u64 *wp_done)
 {
@@ -133,7 +133,7 @@ int __pkvm_host_split_guest(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 	}
 
 	ipa = hyp_pfn_to_phys(gfn);
-	ret = __pkvm_host_split_guest_locked(vm, ipa, nr_pages << PAGE_SHIFT,
+	ret = __pkvm_host_split_guest_blocks(vm, ipa, nr_pages << PAGE_SHIFT,
 					     &admitted, KVM_PKVM_SPLIT_MAX_BLOCKS,
 					     &next, &split, nr_tlbi);
 	*nr_split = split;

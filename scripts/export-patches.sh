@@ -7,7 +7,7 @@ set -euo pipefail
 out=${1:-$BUILD/patches}
 rm -rf "$out"
 mkdir -p "$out"
-git -C "$TREE" format-patch -q --cover-letter --thread -o "$out" base..HEAD
+git -C "$TREE" format-patch -q --cover-letter --thread --subject-prefix="PATCH v${SERIES_VERSION:-3}" -o "$out" base..HEAD
 cover=$(ls "$out"/0000-cover-letter.patch)
 subject=$(head -1 "$TOP/msg/cover-letter")
 body=$(tail -n +3 "$TOP/msg/cover-letter")

@@ -362,6 +362,11 @@ static int run_test(struct test *t, char *why, size_t len)
 			return -1;
 		}
 	}
+	/*
+	 * Children the test left behind (a killed VMM's, say) must not run
+	 * into the next test and shift its baselines: kill its process group.
+	 */
+	kill(-pid, SIGKILL);
 	/* The test's children may hold the pipe: read what is there, briefly. */
 	for (int i = 0; open_pipe && i < 20; i++)
 		open_pipe = relay_read(&out, fds[0]);
