@@ -1335,10 +1335,11 @@ static void raw_nsh(struct raw_ctx *c)
 	if (outside)
 		ipa = PFN_PHYS(c->ipa_pages) + PFN_PHYS(raw_below(c, c->ipa_pages));
 	ret = nsh_hvc(unused ? c->unused : c->kvm->arch.pkvm.handle, ipa, level);
-	if (level < KVM_PGTABLE_FIRST_LEVEL || level > KVM_PGTABLE_LAST_LEVEL)
-		want = -EINVAL;
-	else if (unused)
+	/* The handle first, then the level, then the IPA. */
+	if (unused)
 		want = -ENOENT;
+	else if (level < KVM_PGTABLE_FIRST_LEVEL || level > KVM_PGTABLE_LAST_LEVEL)
+		want = -EINVAL;
 	else
 		want = outside ? -ERANGE : 0;
 	if (ret != want)

@@ -5,7 +5,9 @@
 #   - the kernel Image with the default test config (Kconfig/ fragments);
 #   - when the commit touches tools/testing/selftests/kvm, the selftests
 #     scripts/build-selftests.sh builds, against that commit's UAPI headers.
-# A build error, or a compiler warning, fails the prefix. The tree goes back
+# A build error, or a compiler warning, fails the prefix. For review, each
+# commit's added EL2 lines that go through host-named memory are listed.
+# The tree goes back
 # to where it was on exit, whatever happens. Results: $BUILD/bisect-results.txt.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -63,6 +65,16 @@ for c in "${commits[@]}"; do
 	else
 		echo "PASS $(printf %02d $n) $what (${secs}s) $subject" | tee -a "$results"
 	fi
+	# The review checklist: every line this commit adds at EL2 that reads
+	# or writes through memory the host names (a pointer from a host
+	# register or host structure, kern_hyp_va(), container_of() on such a
+	# pointer, the host's memcaches), for a reviewer to check that no
+	# prefix lets the host aim an EL2 access: listed, not judged.
+	git -C "$TREE" show --format= -U0 "$c" -- arch/arm64/kvm/hyp |
+		awk '/^\+\+\+ b\// { f = substr($0, 7) } /^@@/ { split($3, a, ","); l = substr(a[1], 2) - 1 }
+		     /^\+[^+]/ { l++; if ($0 ~ /kern_hyp_va\(|container_of\(|DECLARE_REG\([^,]*\*|host_kvm|host_mc|hyp_pin_shared_mem|->head\b/)
+				print "  review " sprintf("%02d", n) ": " f ":" l ": " substr($0, 2) }
+		     /^ / { l++ }' n="$n" | sed 's/\t/ /g; s/  */ /g' | tee -a "$results"
 done
 echo "bisect: $n prefixes, $(grep -c ^PASS "$results") build, $(grep -c ^FAIL "$results") fail" | tee -a "$results"
 exit $fail

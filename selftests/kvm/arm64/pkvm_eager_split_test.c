@@ -1221,6 +1221,37 @@ static void *race_vcpu_thread(void *arg)
 }
 
 /*
+ * dirty_log_test's rule for a log read while vCPUs write: every page whose
+ * word 0 changed since it was last cleared must be dirty. @now is word 0
+ * of each page read just before the log, @base word 0 just after the
+ * page's last clear, ~0 while it has not been cleared since logging was
+ * (re-)enabled (initially set: every page is dirty then). Returns how many
+ * pages changed.
+ */
+#define NOT_CLEARED	(~0ULL)
+
+static u64 word0(struct test_vm *t, u64 page)
+{
+	return READ_ONCE(*(u64 *)(t->hva + page * t->page_size));
+}
+
+static u64 check_log_rule(struct test_vm *t, unsigned long *log, const u64 *now,
+			  const u64 *base, const char *when)
+{
+	u64 i, changed = 0;
+
+	for (i = 0; i < t->npages; i++) {
+		if (base[i] == NOT_CLEARED || now[i] == base[i])
+			continue;
+		changed++;
+		TEST_ASSERT(test_bit(i, log),
+			    "%s: page %lu changed since its clear (0x%lx to 0x%lx), not in the log",
+			    when, i, base[i], now[i]);
+	}
+	return changed;
+}
+
+/*
  * Split while two vCPUs keep writing the same range: clears of random
  * 64-page words split blocks under write-protection faults, and logging is
  * turned off (the vCPUs collapse blocks again) and back on now and then.
@@ -1229,9 +1260,10 @@ static void *race_vcpu_thread(void *arg)
  */
 static void test_split_vs_vcpu_faults(void)
 {
+	u64 words, round, j, w, i, faults, *now, *base, changed = 0;
 	struct race_vcpu r[2];
 	struct split_stats s0, s1;
-	u64 words, round, j, w, i, faults;
+	unsigned long *log;
 	struct test_vm t;
 
 	create_test_vm_vcpus(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
@@ -1252,6 +1284,11 @@ static void test_split_vs_vcpu_faults(void)
 	for (i = 0; i < 2; i++)
 		pthread_create(&r[i].thread, NULL, race_vcpu_thread, &r[i]);
 
+	log = bitmap_zalloc(t.npages);
+	now = calloc(t.npages, sizeof(u64));
+	base = calloc(t.npages, sizeof(u64));
+	for (i = 0; i < t.npages; i++)
+		base[i] = NOT_CLEARED;
 	read_split_stats(&t, &s0);
 	vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
 	for (round = 0; round < 12; round++) {
@@ -1259,14 +1296,23 @@ static void test_split_vs_vcpu_faults(void)
 			vm_mem_region_set_flags(t.vm, DATA_SLOT, 0);
 			usleep(50000);
 			vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
+			for (i = 0; i < t.npages; i++)
+				base[i] = NOT_CLEARED;
 		}
-		kvm_vm_get_dirty_log(t.vm, DATA_SLOT, t.bitmap);
+		/* Read while the vCPUs write: no page written since its clear is lost. */
+		for (i = 0; i < t.npages; i++)
+			now[i] = word0(&t, i);
+		kvm_vm_get_dirty_log(t.vm, DATA_SLOT, log);
+		changed += check_log_rule(&t, log, now, base, "split vs vCPU faults");
 		w = random() % words;
 		for (j = 0; j < words; j++) {
 			w = (w + 5) % words;	/* visits every word: 5 and words are coprime */
 			clear_range(&t, w * 64, 64);
+			for (i = w * 64; i < w * 64 + 64; i++)
+				base[i] = word0(&t, i);
 		}
 	}
+	TEST_ASSERT(changed, "no page changed between a clear and a read of the log");
 	WRITE_ONCE(race_stop, true);
 	for (i = 0; i < 2; i++) {
 		pthread_join(r[i].thread, NULL);
@@ -1281,8 +1327,11 @@ static void test_split_vs_vcpu_faults(void)
 			page_seed[j] = r[i].passes;
 	}
 	read_split_stats(&t, &s1);
-	pr_info("split vs vCPU faults: %lu and %lu passes, %lu blocks split in %lu hypercalls\n",
-		r[0].passes, r[1].passes, s1.blocks - s0.blocks, s1.hcalls - s0.hcalls);
+	pr_info("split vs vCPU faults: %lu and %lu passes, %lu blocks split in %lu hypercalls, %lu pages changed between a clear and a read, all in the log\n",
+		r[0].passes, r[1].passes, s1.blocks - s0.blocks, s1.hcalls - s0.hcalls, changed);
+	free(log);
+	free(now);
+	free(base);
 	for (i = 0; i < 2; i++)
 		pr_info("split vs vCPU faults: vCPU %lu: %lu faults resolved at EL2, %lu found the VM's lock taken\n",
 			i + 1, vcpu_get_stat(r[i].vcpu, el2_dirty_faults),
@@ -1471,7 +1520,7 @@ static void test_move_with_buffered_frames(void)
 	set_data_region(&t, gpa_b, c.size);
 	pthread_join(thread, NULL);
 	el2 = vcpu_get_stat(t.vcpu, el2_dirty_faults);
-	pr_info("memslot move with frames in EL2 dirty buffers: %u rounds, %lu page writes seen at the old place, %lu just before a move, %lu MMIO writes while away, %lu faults resolved at EL2\n",
+	pr_info("memslot move with buffered frames: %u rounds, %lu+%lu pages written, %lu MMIO writes, %lu at EL2\n",
 		MOVE_ROUNDS, at_a, moved, c.mmio, el2);
 	TEST_ASSERT(moved && c.mmio, "the guest wrote %lu pages just before a move, %lu while away",
 		    moved, c.mmio);
@@ -2165,6 +2214,10 @@ static void test_random_sequence(u64 seed, u64 steps)
 
 /* -t: the one scenario to run, or all of them. */
 static const char *only;
+static const char * const scenarios[] = {
+	"enable", "clear", "vcpu-race", "slot-churn", "move-buffered",
+	"restore-churn", "shared", "pkvm",
+};
 
 static bool want(const char *scenario)
 {
@@ -2191,9 +2244,9 @@ int main(int argc, char *argv[])
 			break;
 		case 't':
 			only = optarg;
-			TEST_ASSERT(strstr(" enable clear vcpu-race slot-churn move-buffered restore-churn shared pkvm ",
-					   only) && !strchr(only, ' '),
-				    "-t: no scenario '%s'", only);
+			for (i = 0; i < ARRAY_SIZE(scenarios) && strcmp(only, scenarios[i]); i++)
+				;
+			TEST_ASSERT(i < ARRAY_SIZE(scenarios), "-t: no scenario '%s'", only);
 			break;
 		case 's':
 			TEST_ASSERT(nr_seeds < ARRAY_SIZE(seeds), "at most %zu seeds",
