@@ -597,6 +597,8 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	       "nsh flush: level out of range", 0, -EINVAL);
 	report(&c, nsh_hvc(h, PFN_PHYS(gfn), KVM_PGTABLE_FIRST_LEVEL - 1) == -EINVAL,
 	       "nsh flush: negative level out of range", 0, -EINVAL);
+	report(&c, nsh_hvc(h, PFN_PHYS(gfn), BIT_ULL(32) | KVM_PGTABLE_LAST_LEVEL) == -EINVAL,
+	       "nsh flush: level with high bits set", 0, -EINVAL);
 	report(&c, nsh_hvc(h, PFN_PHYS(ipa_pages), KVM_PGTABLE_LAST_LEVEL) == -ERANGE,
 	       "nsh flush: IPA outside the VM", 0, -ERANGE);
 	report(&c, !nsh_hvc(h, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL),

@@ -20,8 +20,9 @@
  * usual way.
  *
  * EL2 only ever restores a write permission it removed itself: the mark is
- * set on last-level pages that were writable, never on blocks, never on a
- * page the host mapped read-only, and only for non-protected VMs. The host
+ * set on leaves that were writable (blocks too, but this path only takes
+ * last-level pages), never on a page the host mapped read-only, and only
+ * for non-protected VMs. The host
  * can turn the path off per vCPU (no buffer) and it is only taken while at
  * least one of the VM's memslots logs dirty pages, so that a write after
  * logging stops still reaches the host, which collapses split blocks.

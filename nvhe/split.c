@@ -156,7 +156,7 @@ put:
  * pointer, so the host cannot aim the invalidation at a VMID it was not
  * given.
  */
-int __pkvm_tlb_flush_vmid_ipa_nsh(pkvm_handle_t handle, u64 ipa, int level)
+int __pkvm_tlb_flush_vmid_ipa_nsh(pkvm_handle_t handle, u64 ipa, s64 level)
 {
 	struct pkvm_hyp_vm *vm;
 	int ret = 0;
