@@ -14,7 +14,7 @@ echo "Booting pKVM under QEMU (TCG); progress from the serial log:"
 boot=$!
 # Stream what the guest is doing while it boots and runs; tail stops
 # within a second of the boot.
-tail -n +1 -f --pid="$boot" "$log" 2>/dev/null | grep --line-buffered -aE \
+tail -n +1 -F --pid="$boot" "$log" 2>/dev/null | grep --line-buffered -aE \
 	'Protected .* mode initialized|^# start |^(not )?ok [0-9]+ ' | sed -u 's/^/  | /' &
 tailer=$!
 wait "$boot"
