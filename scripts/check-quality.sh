@@ -100,7 +100,8 @@ for side in base our; do
 			[ $side = our ] && skipped+=("$(basename "$c") (no report mode)")
 			continue
 		fi
-		if grep -qE '^@(script|initialize|finalize):ocaml' "$c" && ! command -v ocamlfind >/dev/null; then
+		if grep -qE '^@(script|initialize|finalize):ocaml' "$c" &&
+		   ! command -v ocamlopt >/dev/null && ! command -v ocamlopt.opt >/dev/null; then
 			[ $side = our ] && skipped+=("$(basename "$c") (OCaml script, no OCaml compiler)")
 			continue
 		fi
