@@ -50,9 +50,41 @@ static void report(struct abi_case_ctx *c, bool ok, const char *what,
 		   got, want);
 }
 
+static long check_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
+		      struct arm_smccc_1_2_regs *res)
+{
+	struct arm_smccc_1_2_regs args = {
+		.a0	= KVM_HOST_SMCCC_FUNC(__pkvm_check_guest),
+		.a1	= handle,
+		.a2	= gfn,
+		.a3	= nr_pages,
+	};
+
+	arm_smccc_1_2_hvc(&args, res);
+	if (res->a0 != SMCCC_RET_SUCCESS)
+		return -EOPNOTSUPP;
+	return (long)res->a1;
+}
+
+/*
+ * Block leaves EL2 maps in [gfn, gfn + nr_pages), at most one split call's
+ * worth, by its own walk (__pkvm_check_guest): 0 where it refuses the range.
+ */
+static u64 blocks_mapped(pkvm_handle_t handle, u64 gfn, u64 nr_pages)
+{
+	struct arm_smccc_1_2_regs res;
+
+	return check_hvc(handle, gfn, nr_pages, &res) ? 0 : res.a4;
+}
+
+/*
+ * A split call, and how many blocks it split: the call does not say, so
+ * EL2's walk counts the block leaves of the call's window before and after.
+ */
 static long split_wp_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages, u64 wp_gfn,
 			 u64 wp_nr, u64 *done, u64 *nr_split, u64 *wp_done)
 {
+	u64 blocks = blocks_mapped(handle, gfn, nr_pages);
 	struct arm_smccc_1_2_regs res, args = {
 		.a0	= KVM_HOST_SMCCC_FUNC(__pkvm_host_split_range),
 		.a1	= handle,
@@ -66,8 +98,8 @@ static long split_wp_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages, u64 wp_gfn
 	if (res.a0 != SMCCC_RET_SUCCESS)
 		return -EOPNOTSUPP;
 	*done = res.a2;
-	*nr_split = res.a3;
-	*wp_done = res.a5;
+	*wp_done = res.a3;
+	*nr_split = blocks - blocks_mapped(handle, gfn, nr_pages);
 	return (long)res.a1;
 }
 
@@ -79,9 +111,15 @@ static long split_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 	return split_wp_hvc(handle, gfn, nr_pages, 0, 0, done, nr_split, &wp_done);
 }
 
-static long collapse_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
-			 u64 *done, u64 *restored, u64 *returned)
+/*
+ * A restore call, and how many pages it gave back: the call does not say,
+ * so count them on @mc, the split cache of the VM @handle names.
+ */
+static long collapse_hvc(struct kvm_hyp_memcache *mc, pkvm_handle_t handle,
+			 u64 gfn, u64 nr_pages, u64 *done, u64 *restored,
+			 u64 *returned)
 {
+	unsigned long before = mc->nr_pages;
 	struct arm_smccc_1_2_regs res, args = {
 		.a0	= KVM_HOST_SMCCC_FUNC(__pkvm_host_collapse_range),
 		.a1	= handle,
@@ -94,7 +132,7 @@ static long collapse_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 		return -EOPNOTSUPP;
 	*done = res.a2;
 	*restored = res.a3;
-	*returned = res.a6;
+	*returned = mc->nr_pages - before;
 	return (long)res.a1;
 }
 
@@ -103,10 +141,12 @@ static long collapse_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
  * back no page.
  */
 static void expect_collapse(struct abi_case_ctx *c, const char *what,
-			    pkvm_handle_t handle, u64 gfn, u64 nr_pages, long want)
+			    struct kvm_hyp_memcache *mc, pkvm_handle_t handle,
+			    u64 gfn, u64 nr_pages, long want)
 {
 	u64 done = ~0ULL, restored = ~0ULL, returned = ~0ULL;
-	long ret = collapse_hvc(handle, gfn, nr_pages, &done, &restored, &returned);
+	long ret = collapse_hvc(mc, handle, gfn, nr_pages, &done, &restored,
+				&returned);
 
 	report(c, ret == want && !restored && !returned && (ret ? !done : !!done),
 	       what, ret, want);
@@ -294,8 +334,8 @@ static void expect_protected_refused(struct abi_case_ctx *c, struct kvm *kvm,
 
 	expect_split(c, "split: a protected VM's handle", pvm->arch.pkvm.handle,
 		     gfn, bp, -EPERM);
-	expect_collapse(c, "restore: a protected VM's handle", pvm->arch.pkvm.handle,
-			gfn, bp, -EPERM);
+	expect_collapse(c, "restore: a protected VM's handle", &pvm->arch.pkvm.split_mc,
+			pvm->arch.pkvm.handle, gfn, bp, -EPERM);
 	ret = nsh_hvc(pvm->arch.pkvm.handle, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL);
 	report(c, ret == -EPERM, "nsh flush: a protected VM's handle", ret, -EPERM);
 
@@ -495,16 +535,16 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 			gfn, KVM_PKVM_SPLIT_MAX_WP + 1, -EINVAL);
 	expect_split(&c, "split: empty memcache", h, gfn, bp, -ENOMEM);
 
-	expect_collapse(&c, "restore: unknown handle", 0, gfn, bp, -ENOENT);
-	expect_collapse(&c, "restore: zero length", h, gfn, 0, -EINVAL);
-	expect_collapse(&c, "restore: unaligned start", h, gfn + 1, bp, -EINVAL);
-	expect_collapse(&c, "restore: unaligned length", h, gfn, bp + 1, -EINVAL);
-	expect_collapse(&c, "restore: range beyond the IPA space", h, ipa_pages, bp, -ERANGE);
-	expect_collapse(&c, "restore: overflowing gfn + nr_pages", h, ipa_pages - bp,
+	expect_collapse(&c, "restore: unknown handle", mc, 0, gfn, bp, -ENOENT);
+	expect_collapse(&c, "restore: zero length", mc, h, gfn, 0, -EINVAL);
+	expect_collapse(&c, "restore: unaligned start", mc, h, gfn + 1, bp, -EINVAL);
+	expect_collapse(&c, "restore: unaligned length", mc, h, gfn, bp + 1, -EINVAL);
+	expect_collapse(&c, "restore: range beyond the IPA space", mc, h, ipa_pages, bp, -ERANGE);
+	expect_collapse(&c, "restore: overflowing gfn + nr_pages", mc, h, ipa_pages - bp,
 			ALIGN_DOWN(U64_MAX, bp), -ERANGE);
-	expect_collapse(&c, "restore: blocks that are not split stay as they are", h,
+	expect_collapse(&c, "restore: blocks that are not split stay as they are", mc, h,
 			gfn, 2 * bp, 0);
-	expect_collapse(&c, "restore: unmapped range restores nothing", h,
+	expect_collapse(&c, "restore: unmapped range restores nothing", mc, h,
 			ipa_pages - 2 * bp, bp, 0);
 
 	expect_cache_refused(&c, kvm, "split: memcache page owned by EL2", gfn, bp,
@@ -586,7 +626,7 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	report(&c, mc->nr_pages == covered + 2,
 	       "  ... and gives their two table pages back on the host's cache",
 	       mc->nr_pages - covered, 2);
-	expect_collapse(&c, "restore: ... and then finds nothing to restore", h,
+	expect_collapse(&c, "restore: ... and then finds nothing to restore", mc, h,
 			gfn, 2 * bp, 0);
 
 	report(&c, nsh_hvc(0, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL) == -ENOENT,
@@ -741,8 +781,8 @@ static int pkvm_split_abi_dying_show(struct seq_file *s, void *unused)
 	ret = split_hvc(kvm->arch.pkvm.handle, 0, bp, &done, &nr_split);
 	report(&c, ret == -EBUSY && !nr_split && !done,
 	       "split: a VM being torn down", ret, -EBUSY);
-	expect_collapse(&c, "restore: a VM being torn down", kvm->arch.pkvm.handle,
-			0, bp, -EBUSY);
+	expect_collapse(&c, "restore: a VM being torn down", &kvm->arch.pkvm.split_mc,
+			kvm->arch.pkvm.handle, 0, bp, -EBUSY);
 	seq_printf(s, "1..%d\n# %d failed\n", c.nr, c.failed);
 unlock_vcpus:
 	kvm_unlock_all_vcpus(kvm);
@@ -751,22 +791,6 @@ unlock:
 	return 0;
 }
 DEFINE_ABI_ONCE_ATTRIBUTE(pkvm_split_abi_dying);
-
-static long check_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
-		      struct arm_smccc_1_2_regs *res)
-{
-	struct arm_smccc_1_2_regs args = {
-		.a0	= KVM_HOST_SMCCC_FUNC(__pkvm_check_guest),
-		.a1	= handle,
-		.a2	= gfn,
-		.a3	= nr_pages,
-	};
-
-	arm_smccc_1_2_hvc(&args, res);
-	if (res->a0 != SMCCC_RET_SUCCESS)
-		return -EOPNOTSUPP;
-	return (long)res->a1;
-}
 
 struct split_check {
 	u64 calls, pages, blocks, marked, tables, split_cache, bad_ipa;
@@ -1224,7 +1248,7 @@ static void raw_collapse(struct raw_ctx *c)
 	nr = c->bp * (1 + raw_below(c, run));
 	cap = min_t(u64, nr, KVM_PKVM_SPLIT_MAX_BLOCKS * c->bp);
 
-	ret = collapse_hvc(c->kvm->arch.pkvm.handle, gfn, nr, &done, &restored,
+	ret = collapse_hvc(mc, c->kvm->arch.pkvm.handle, gfn, nr, &done, &restored,
 			   &returned);
 	if (ret == -EOPNOTSUPP) {
 		raw_fail(c, "the restore hypercall is not supported");
@@ -1311,7 +1335,7 @@ static void raw_bad_args(struct raw_ctx *c)
 	}
 
 	if (collapse)
-		ret = collapse_hvc(h, gfn, nr, &done, &restored, &returned);
+		ret = collapse_hvc(mc, h, gfn, nr, &done, &restored, &returned);
 	else
 		ret = split_wp_hvc(h, gfn, nr, wp_gfn, wp_nr, &done, &nr_split, &wp_done);
 	if (!raw_check(c, after))
@@ -1359,7 +1383,8 @@ static void raw_protected(struct raw_ctx *c)
 	ret = split_hvc(h, 0, c->bp, &done, &nr_split);
 	if (ret != -EPERM || nr_split)
 		raw_fail(c, "split: ret %ld, split %llu", ret, nr_split);
-	ret = collapse_hvc(h, 0, c->bp, &done, &restored, &returned);
+	ret = collapse_hvc(&c->pvm->arch.pkvm.split_mc, h, 0, c->bp, &done, &restored,
+			   &returned);
 	if (ret != -EPERM || restored || returned)
 		raw_fail(c, "restore: ret %ld, restored 0x%llx", ret, restored);
 	ret = check_hvc(h, 0, c->bp, &res);

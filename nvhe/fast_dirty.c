@@ -13,11 +13,12 @@
  *
  * The dirty buffer is a host page, shared with EL2 and pinned for the vCPU's
  * life. EL2 keeps its own count of what it wrote: the host can read and
- * scribble over the page, never make EL2 write outside it. The count and the
- * vCPU's counters reach the host on every exit of the vCPU, and the host
- * drains the buffer into the memslot's dirty log before it runs the vCPU
- * again. A full buffer sends the fault to the host, which resolves it the
- * usual way.
+ * scribble over the page, never make EL2 write outside it. The count (and
+ * that of spurious faults) reaches the host on every exit of the vCPU, and
+ * the host drains the buffer into the memslot's dirty log before it runs
+ * the vCPU again. A full buffer sends the fault to the host, which resolves
+ * it the usual way. What EL2 did with each fault is the pkvm_dirty_fault
+ * hyp event; nothing is measured here otherwise.
  *
  * EL2 only ever restores a write permission it removed itself: the mark is
  * set on leaves that were writable (blocks too, but this path only takes
@@ -30,6 +31,7 @@
 
 #include <asm/kvm_emulate.h>
 #include <asm/kvm_hyp.h>
+#include <asm/kvm_hypevents.h>
 #include <asm/kvm_mmu.h>
 #include <asm/kvm_pkvm.h>
 
@@ -89,9 +91,6 @@ void pkvm_dirty_log_exit(struct pkvm_hyp_vcpu *hyp_vcpu)
 
 	WRITE_ONCE(buf->nr, st->nr);
 	WRITE_ONCE(buf->spurious, st->spurious);
-	WRITE_ONCE(buf->full, st->full);
-	WRITE_ONCE(buf->contended, st->contended);
-	WRITE_ONCE(buf->ticks, st->ticks);
 }
 
 /*
@@ -107,7 +106,6 @@ bool pkvm_handle_dirty_fault(struct kvm_vcpu *vcpu)
 	struct pkvm_dirty_log_state *st = &hyp_vcpu->dirty;
 	struct pkvm_hyp_vm *vm;
 	phys_addr_t ipa;
-	u64 start;
 	bool full;
 	s8 level;
 	int ret;
@@ -124,7 +122,6 @@ bool pkvm_handle_dirty_fault(struct kvm_vcpu *vcpu)
 	if (ipa == INVALID_GPA)
 		return false;
 	ipa = ALIGN_DOWN(ipa, PAGE_SIZE);
-	start = read_sysreg(cntpct_el0);
 
 	/*
 	 * Record the frame before the page can become writable: the slot is
@@ -138,11 +135,10 @@ bool pkvm_handle_dirty_fault(struct kvm_vcpu *vcpu)
 	/*
 	 * The VM's lock orders this with split and unshare, which free
 	 * page-table pages: EL2 has no RCU to let a lock-free walk outlive
-	 * them. Count how often it is in the way: the price of that choice.
+	 * them.
 	 */
-	st->contended += hyp_spin_is_locked(&vm->lock);
-
 	ret = __pkvm_guest_relax_marked(vm, ipa, !full, &level);
+	trace_pkvm_dirty_fault(ipa, ret);
 	switch (ret) {
 	case 0:
 		st->nr++;
@@ -152,14 +148,12 @@ bool pkvm_handle_dirty_fault(struct kvm_vcpu *vcpu)
 		st->spurious++;
 		break;
 	case -ENOSPC:
-		st->full++;
 		return false;
 	default:
 		return false;
 	}
 
 	__kvm_tlb_flush_vmid_ipa_nsh(&vm->kvm.arch.mmu, ipa, level);
-	st->ticks += read_sysreg(cntpct_el0) - start;
 
 	return true;
 }

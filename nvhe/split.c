@@ -10,6 +10,9 @@
  * as it does the vCPU's memcache (refill_memcache()).
  */
 
+#include <asm/kvm_host.h>
+#include <asm/kvm_hyp.h>
+#include <asm/kvm_hypevents.h>
 #include <asm/kvm_pgtable.h>
 #include <asm/kvm_pkvm.h>
 
@@ -60,11 +63,11 @@ static int check_wrprotect_range(u64 gfn, u64 nr_pages, u64 wp_gfn, u64 wp_nr)
  * Split the block mappings of guest frames [gfn, gfn + nr_pages) of the
  * non-protected VM @handle. At most KVM_PKVM_SPLIT_MAX_BLOCKS blocks' worth
  * of IPA space is examined per call (KVM_PKVM_SPLIT_MAX_DESCS descriptors
- * written, or one block where a block alone has more); *done says how
- * many pages from @gfn were covered (the host calls again from there),
- * *nr_split how many blocks were split, all of them with one TLB
- * invalidation, and *nr_tlbi how many broadcast TLB invalidations the call
- * issued (counted where they are issued: 1 if it split anything, else 0).
+ * written, or one block where a block alone has more), and what it splits
+ * takes one TLB invalidation; *done says how many pages from @gfn were
+ * covered: the host calls again from there. What the call did beyond that
+ * (blocks split, pages admitted, invalidations issued) is for the
+ * pkvm_host_split_range hyp event, not for the host.
  *
  * With @wp_nr non-zero, the call then write-protects guest frames
  * [@wp_gfn, @wp_gfn + @wp_nr) for dirty logging, as
@@ -73,19 +76,16 @@ static int check_wrprotect_range(u64 gfn, u64 nr_pages, u64 wp_gfn, u64 wp_nr)
  * hypercall. *wp_done says how many frames it write-protected (@wp_nr or 0).
  */
 int __pkvm_host_split_range(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
-			    u64 wp_gfn, u64 wp_nr, u64 *done, u64 *nr_split,
-			    u64 *nr_tlbi, u64 *wp_done)
+			    u64 wp_gfn, u64 wp_nr, u64 *done, u64 *wp_done)
 {
 	u64 block_pages = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
 	struct kvm_hyp_memcache *host_mc, admitted = {};
 	struct pkvm_hyp_vm *vm;
-	u64 ipa, next, want;
-	unsigned int split;
+	unsigned int split = 0, nr_admitted;
+	u64 ipa, next, want, tlbi = 0;
 	int ret;
 
 	*done = 0;
-	*nr_split = 0;
-	*nr_tlbi = 0;
 	*wp_done = 0;
 
 	vm = get_pkvm_hyp_vm(handle);
@@ -126,24 +126,27 @@ int __pkvm_host_split_range(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 	want -= min_t(u64, want, READ_ONCE(vm->split_mc.nr_pages));
 	want = min_t(u64, want, READ_ONCE(host_mc->nr_pages));
 	ret = refill_memcache(&admitted, want, host_mc);
+	nr_admitted = admitted.nr_pages;
 	if (ret) {
 		/* Nothing is split with a cache the host got wrong. */
 		__pkvm_host_split_cache_add(vm, &admitted);
-		goto put;
+		goto out;
 	}
 
 	ipa = hyp_pfn_to_phys(gfn);
 	ret = __pkvm_host_split_guest_blocks(vm, ipa, nr_pages << PAGE_SHIFT,
 					     &admitted, KVM_PKVM_SPLIT_MAX_BLOCKS,
-					     &next, &split, nr_tlbi);
-	*nr_split = split;
+					     &next, &split, &tlbi);
 	*done = (next - ipa) >> PAGE_SHIFT;
 	if (ret || !wp_nr || wp_gfn - gfn + wp_nr > *done)
-		goto put;
+		goto out;
 
 	ret = __pkvm_host_wrprotect_guest(wp_gfn, wp_nr, vm);
 	if (!ret)
 		*wp_done = wp_nr;
+out:
+	trace_pkvm_host_split_range(handle, gfn, *done, split, nr_admitted,
+				    tlbi, *wp_done, ret);
 put:
 	put_pkvm_hyp_vm(vm);
 

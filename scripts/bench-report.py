@@ -14,7 +14,7 @@ import sys
 
 NUM = r"([0-9]+\.[0-9]+)s"
 DIRTY_BUF_BYTES = 4096  # struct pkvm_dirty_buf, one per vCPU
-DIRTY_BUF_FRAMES = 508  # PKVM_DIRTY_BUF_ENTRIES
+DIRTY_BUF_FRAMES = 510  # PKVM_DIRTY_BUF_ENTRIES (508 before v3)
 
 
 def parse_log(path):
@@ -61,13 +61,16 @@ def parse_log(path):
         if g:
             run["off_retouch_s"] = float(g.group(2))
             run["off_faults"] = grab(rf"Iteration {g.group(1)} stage-2 faults: (\d+)", int)
-        f = re.search(r"Iteration 2 faults resolved by the host: (\d+), at EL2: (\d+), "
-                      r"buffer full: (\d+), EL2 time: (\d+) ns(?:, VM lock taken: (\d+))?", body)
+        # Until v3 the line also had the buffer-full count, EL2 time and lock
+        # contention (statistics since moved to hyp events).
+        f = re.search(r"Iteration 2 faults resolved by the host: (\d+), at EL2: (\d+)"
+                      r"(?:, buffer full: (\d+), EL2 time: (\d+) ns(?:, VM lock taken: (\d+))?)?",
+                      body)
         if f:
-            (run["it2_host_faults"], run["it2_el2_faults"], run["it2_buf_full"],
-             run["it2_el2_ns"]) = map(int, f.groups()[:4])
-            if f.group(5) is not None:
-                run["it2_el2_contended"] = int(f.group(5))
+            for k, v in zip(["it2_host_faults", "it2_el2_faults", "it2_buf_full", "it2_el2_ns",
+                             "it2_el2_contended"], f.groups()):
+                if v is not None:
+                    run[k] = int(v)
         s = re.search(r"pKVM split: hypercalls (\d+) blocks (\d+) tlbi (\d+) "
                       r"pages_donated (\d+) max_cycles (\d+) wrprotect_hypercalls (\d+)", body)
         if s:

@@ -16,10 +16,11 @@
  * bitmap must be exactly what the guest wrote. On pKVM those faults are
  * resolved at EL2 (the fast dirty-fault path: el2_dirty_faults), but for
  * the ones that find the vCPU's dirty buffer full, which go to the host;
- * with kvm.pkvm_fast_dirty=0 the host resolves them all. On a pKVM host the split
- * counters (VM stats) must show what EL2 did: every block split once, in
- * batches, with one page-table page per block, and the pages donated to EL2
- * must all come back when the VM is destroyed.
+ * with kvm.pkvm_fast_dirty=0 the host resolves them all. On a pKVM host the
+ * hyp events of the split and restore calls (CONFIG_NVHE_EL2_TRACING, read
+ * from tracefs) must show what EL2 did: every block split once, in batches,
+ * with one page-table page per block, and the pages donated to EL2 must all
+ * come back when the VM is destroyed.
  *
  * Then, with nothing to be lost: splits racing with vCPUs faulting on the
  * same range, with the memslot being deleted, moved or mprotect()ed, and
@@ -35,6 +36,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 
@@ -99,7 +101,7 @@ static void guest_code(void)
 }
 
 struct split_stats {
-	u64 hcalls, blocks, tlbi, donated, max_cycles, wrprotect;
+	u64 hcalls, blocks, tlbi, donated, wrprotect;
 };
 
 #define MAX_VCPUS	3
@@ -134,20 +136,181 @@ static bool collapse;
 
 /* What the last guest_pass() took, by where it was resolved. */
 static struct {
-	u64 host, el2, full, spurious, contended;
+	u64 host, el2, full, spurious;
 } pass_faults;
 
 /* Frames a vCPU's dirty buffer takes per run (kvm.pkvm_dirty_buf_entries). */
-static u64 dirty_buf_entries = 508;
+#define DIRTY_BUF_ENTRIES	510
+static u64 dirty_buf_entries = DIRTY_BUF_ENTRIES;
+
+/*
+ * What EL2 did, from its hyp events (CONFIG_NVHE_EL2_TRACING), summed over
+ * the events read so far: the calls the host has no statistic for.
+ */
+static struct {
+	u64 split_calls, split_blocks, split_tlbi, split_admitted;
+	u64 wrprotect_calls;
+	u64 collapse_calls, collapse_blocks, collapse_tlbi, collapse_skipped;
+	u64 collapse_returned;
+	u64 fault_full;
+} hyp;
+
+#define HYP_TRACE	"/sys/kernel/tracing/remotes/hypervisor"
+static const char * const hyp_events[] = {
+	"pkvm_host_split_range", "pkvm_host_collapse_range",
+	"pkvm_host_wrprotect_guest", "pkvm_dirty_fault", "selftest",
+};
+
+static int hyp_pipe = -1;
+static pid_t hyp_pid;
+static __thread bool hyp_reader;
+static pthread_mutex_t hyp_lock = PTHREAD_MUTEX_INITIALIZER;
+static u64 hyp_marker;
+
+static bool write_file(const char *path, const char *val);
+
+/* The u64 after "@key=" in @line, or a test failure. */
+static u64 hyp_field(const char *line, const char *key)
+{
+	char pat[32];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), " %s=", key);
+	p = strstr(line, pat);
+	TEST_ASSERT(p, "hyp event without %s: %s", key, line);
+	return strtoull(p + strlen(pat), NULL, 0);
+}
+
+static s64 hyp_sfield(const char *line, const char *key)
+{
+	return (s64)hyp_field(line, key);
+}
+
+/* Add one trace_pipe line to the sums; true if it is marker @marker. */
+static bool hyp_account(const char *line, u64 marker)
+{
+	const char *ev = strstr(line, ": ");
+
+	TEST_ASSERT(!strstr(line, "LOST") && ev, "hyp trace: %s", line);
+	ev += 2;
+	if (!strncmp(ev, "selftest ", 9))
+		return hyp_field(ev, "id") == marker;
+	if (!strncmp(ev, "pkvm_host_split_range ", 22)) {
+		hyp.split_calls++;
+		hyp.split_blocks += hyp_field(ev, "blocks");
+		hyp.split_admitted += hyp_field(ev, "admitted");
+		hyp.split_tlbi += hyp_field(ev, "tlbi");
+	} else if (!strncmp(ev, "pkvm_host_collapse_range ", 25)) {
+		hyp.collapse_calls++;
+		hyp.collapse_blocks += __builtin_popcountll(hyp_field(ev, "restored"));
+		hyp.collapse_skipped += hyp_field(ev, "left");
+		hyp.collapse_returned += hyp_field(ev, "freed");
+		hyp.collapse_tlbi += hyp_field(ev, "tlbi");
+	} else if (!strncmp(ev, "pkvm_host_wrprotect_guest ", 26)) {
+		hyp.wrprotect_calls++;
+	} else if (!strncmp(ev, "pkvm_dirty_fault ", 17)) {
+		hyp.fault_full += hyp_sfield(ev, "ret") == -ENOSPC;
+	}
+	return false;
+}
+
+/*
+ * Bring the sums up to date: have EL2 emit a marker event (write_event),
+ * then consume trace_pipe up to it. Events merge in timestamp order, so
+ * every event EL2 emitted before the marker, on any CPU, is counted. Only
+ * the thread and process that set tracing up read the pipe; the others
+ * (vCPU threads, killed-VMM children) leave the sums alone.
+ */
+static void hyp_events_read(void)
+{
+	static char buf[8192];
+	static size_t len;
+	char id[32];
+	bool found = false;
+
+	if (hyp_pipe < 0 || !hyp_reader || getpid() != hyp_pid)
+		return;
+
+	pthread_mutex_lock(&hyp_lock);
+	snprintf(id, sizeof(id), "%lu", ++hyp_marker);
+	TEST_ASSERT(write_file(HYP_TRACE "/write_event", id), "hyp marker event");
+	while (!found) {
+		char *nl, *line = buf;
+		ssize_t n;
+
+		alarm(60);
+		n = read(hyp_pipe, buf + len, sizeof(buf) - 1 - len);
+		alarm(0);
+		TEST_ASSERT(n > 0, "reading %s/trace_pipe: %s", HYP_TRACE,
+			    n ? strerror(errno) : "end of file");
+		len += n;
+		buf[len] = 0;
+		while (!found && (nl = strchr(line, '\n'))) {
+			*nl = 0;
+			found = hyp_account(line, hyp_marker);
+			line = nl + 1;
+		}
+		len -= line - buf;
+		memmove(buf, line, len);
+		TEST_ASSERT(len < sizeof(buf) - 1, "hyp trace line too long");
+	}
+	pthread_mutex_unlock(&hyp_lock);
+}
+
+static void hyp_events_stop(void)
+{
+	char path[256];
+	int i;
+
+	if (getpid() != hyp_pid)
+		return;
+	write_file(HYP_TRACE "/tracing_on", "0");
+	for (i = 0; i < ARRAY_SIZE(hyp_events); i++) {
+		snprintf(path, sizeof(path), HYP_TRACE "/events/hypervisor/%s/enable",
+			 hyp_events[i]);
+		write_file(path, "0");
+	}
+}
+
+/*
+ * Under pKVM the split, restore and fault-path figures are hyp events: a
+ * kernel without them (no CONFIG_NVHE_EL2_TRACING) cannot run this test.
+ */
+static void hyp_events_start(void)
+{
+	char path[256];
+	int i;
+
+	if (access(HYP_TRACE, F_OK))
+		mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL);
+	TEST_ASSERT(!access(HYP_TRACE "/write_event", W_OK),
+		    "no %s: the pKVM figures need CONFIG_NVHE_EL2_TRACING", HYP_TRACE);
+	hyp_pid = getpid();
+	hyp_reader = true;
+	atexit(hyp_events_stop);
+	TEST_ASSERT(write_file(HYP_TRACE "/tracing_on", "0") &&
+		    write_file(HYP_TRACE "/buffer_size_kb", "2048") &&
+		    write_file(HYP_TRACE "/events/enable", "0"),
+		    "setting up %s", HYP_TRACE);
+	for (i = 0; i < ARRAY_SIZE(hyp_events); i++) {
+		snprintf(path, sizeof(path), HYP_TRACE "/events/hypervisor/%s/enable",
+			 hyp_events[i]);
+		TEST_ASSERT(write_file(path, "1"), "enabling %s", path);
+	}
+	TEST_ASSERT(write_file(HYP_TRACE "/tracing_on", "1"), "hyp tracing on");
+	hyp_pipe = open(HYP_TRACE "/trace_pipe", O_RDONLY);
+	TEST_ASSERT(hyp_pipe >= 0, "open %s/trace_pipe: %s", HYP_TRACE, strerror(errno));
+	hyp_events_read();
+}
 
 static void read_split_stats(struct test_vm *t, struct split_stats *s)
 {
-	s->hcalls = vm_get_stat(t->vm, pkvm_split_hcalls);
-	s->blocks = vm_get_stat(t->vm, pkvm_split_blocks);
-	s->tlbi = vm_get_stat(t->vm, pkvm_split_tlbi);
-	s->donated = vm_get_stat(t->vm, pkvm_split_pages_donated);
-	s->max_cycles = vm_get_stat(t->vm, pkvm_split_max_cycles);
-	s->wrprotect = vm_get_stat(t->vm, pkvm_wrprotect_hcalls);
+	hyp_events_read();
+	s->hcalls = hyp.split_calls;
+	s->blocks = hyp.split_blocks;
+	s->tlbi = hyp.split_tlbi;
+	s->donated = hyp.split_admitted;
+	s->wrprotect = hyp.wrprotect_calls;
 }
 
 /*
@@ -277,11 +440,11 @@ static u64 guest_pass(struct test_vm *t, int cmd, u64 first, u64 last,
 	sync_global_to_guest(t->vm, guest_seed);
 	sync_global_to_guest(t->vm, page_seed);
 
+	hyp_events_read();
 	pass_faults.host = vcpu_get_stat(t->vcpu, stage2_mem_faults);
 	pass_faults.el2 = vcpu_get_stat(t->vcpu, el2_dirty_faults);
-	pass_faults.full = vcpu_get_stat(t->vcpu, el2_dirty_buf_full);
+	pass_faults.full = hyp.fault_full;
 	pass_faults.spurious = vcpu_get_stat(t->vcpu, el2_spurious_faults);
-	pass_faults.contended = vcpu_get_stat(t->vcpu, el2_lock_contended);
 	vcpu_run(t->vcpu);
 	switch (get_ucall(t->vcpu, &uc)) {
 	case UCALL_SYNC:
@@ -301,13 +464,12 @@ static u64 guest_pass(struct test_vm *t, int cmd, u64 first, u64 last,
 			__set_bit(i, t->expect);
 		}
 	}
+	hyp_events_read();
 	pass_faults.host = vcpu_get_stat(t->vcpu, stage2_mem_faults) - pass_faults.host;
 	pass_faults.el2 = vcpu_get_stat(t->vcpu, el2_dirty_faults) - pass_faults.el2;
-	pass_faults.full = vcpu_get_stat(t->vcpu, el2_dirty_buf_full) - pass_faults.full;
+	pass_faults.full = hyp.fault_full - pass_faults.full;
 	pass_faults.spurious = vcpu_get_stat(t->vcpu, el2_spurious_faults) -
 			       pass_faults.spurious;
-	pass_faults.contended = vcpu_get_stat(t->vcpu, el2_lock_contended) -
-				pass_faults.contended;
 	return pass_faults.host + pass_faults.el2;
 }
 
@@ -337,9 +499,6 @@ static void check_fault_path(const char *when)
 		TEST_ASSERT(pass_faults.full,
 			    "%s: %lu faults resolved at EL2 and a dirty buffer of %lu never full",
 			    when, pass_faults.el2, dirty_buf_entries);
-	/* One vCPU runs, and nothing else asks EL2 for the VM's lock. */
-	TEST_ASSERT(!pass_faults.contended, "%s: %lu faults found the VM's lock taken",
-		    when, pass_faults.contended);
 	pr_info("%s: %lu faults resolved at EL2, %lu by the host (buffer full), %lu stale TLB entries\n",
 		when, pass_faults.el2, pass_faults.host, pass_faults.spurious);
 }
@@ -355,21 +514,23 @@ static u64 logging_off(struct test_vm *t, u64 split, const char *when)
 	u64 h = 0, b = 0, tlbi = 0, skipped = 0, returned = 0;
 
 	if (pkvm) {
-		h = vm_get_stat(t->vm, pkvm_collapse_hcalls);
-		b = vm_get_stat(t->vm, pkvm_collapse_blocks);
-		tlbi = vm_get_stat(t->vm, pkvm_collapse_tlbi);
-		skipped = vm_get_stat(t->vm, pkvm_collapse_skipped);
-		returned = vm_get_stat(t->vm, pkvm_collapse_pages_returned);
+		hyp_events_read();
+		h = hyp.collapse_calls;
+		b = hyp.collapse_blocks;
+		tlbi = hyp.collapse_tlbi;
+		skipped = hyp.collapse_skipped;
+		returned = hyp.collapse_returned;
 	}
 	vm_mem_region_set_flags(t->vm, DATA_SLOT, 0);
 	if (!pkvm)
 		return 0;
 
-	h = vm_get_stat(t->vm, pkvm_collapse_hcalls) - h;
-	b = vm_get_stat(t->vm, pkvm_collapse_blocks) - b;
-	tlbi = vm_get_stat(t->vm, pkvm_collapse_tlbi) - tlbi;
-	skipped = vm_get_stat(t->vm, pkvm_collapse_skipped) - skipped;
-	returned = vm_get_stat(t->vm, pkvm_collapse_pages_returned) - returned;
+	hyp_events_read();
+	h = hyp.collapse_calls - h;
+	b = hyp.collapse_blocks - b;
+	tlbi = hyp.collapse_tlbi - tlbi;
+	skipped = hyp.collapse_skipped - skipped;
+	returned = hyp.collapse_returned - returned;
 	if (!collapse) {
 		TEST_ASSERT(!h && !b && !returned,
 			    "%s: %lu collapse hypercalls with kvm.pkvm_collapse=0", when, h);
@@ -495,9 +656,9 @@ static void check_split(struct test_vm *t, struct split_stats *before,
 	TEST_ASSERT(now.donated - before->donated <= blocks,
 		    "%s: %lu pages donated for %lu blocks", when,
 		    now.donated - before->donated, blocks);
-	pr_info("%s: %lu blocks split by %lu hypercalls, %lu TLBIs, %lu pages donated, longest call %lu cycles\n",
+	pr_info("%s: %lu blocks split by %lu hypercalls, %lu TLBIs, %lu pages donated\n",
 		when, blocks, hcalls, now.tlbi - before->tlbi,
-		now.donated - before->donated, now.max_cycles);
+		now.donated - before->donated);
 }
 
 /*
@@ -1333,9 +1494,8 @@ static void test_split_vs_vcpu_faults(void)
 	free(now);
 	free(base);
 	for (i = 0; i < 2; i++)
-		pr_info("split vs vCPU faults: vCPU %lu: %lu faults resolved at EL2, %lu found the VM's lock taken\n",
-			i + 1, vcpu_get_stat(r[i].vcpu, el2_dirty_faults),
-			vcpu_get_stat(r[i].vcpu, el2_lock_contended));
+		pr_info("split vs vCPU faults: vCPU %lu: %lu faults resolved at EL2\n",
+			i + 1, vcpu_get_stat(r[i].vcpu, el2_dirty_faults));
 	TEST_ASSERT(!pkvm || s1.blocks - s0.blocks >= t.nr_blocks,
 		    "only %lu blocks split while the vCPUs ran", s1.blocks - s0.blocks);
 	check_memory(&t, "split vs vCPU faults");
@@ -1680,8 +1840,9 @@ static void test_restore_vs_churn(void)
 	log.num_pages = t.npages;
 	log.dirty_bitmap = t.bitmap;
 	bitmap_fill(t.bitmap, t.npages);
-	b0 = pkvm ? vm_get_stat(t.vm, pkvm_collapse_blocks) : 0;
-	h0 = pkvm ? vm_get_stat(t.vm, pkvm_collapse_hcalls) : 0;
+	hyp_events_read();
+	b0 = hyp.collapse_blocks;
+	h0 = hyp.collapse_calls;
 
 	pthread_create(&reader, NULL, restore_reader_thread, &c);
 	for (round = 0; round < 40; round++) {
@@ -1704,15 +1865,16 @@ static void test_restore_vs_churn(void)
 	pthread_join(reader, NULL);
 	pthread_rwlock_destroy(&c.layout);
 
+	hyp_events_read();
+	b0 = hyp.collapse_blocks - b0;
+	h0 = hyp.collapse_calls - h0;
 	pr_info("restore vs churn: %lu rounds, %lu vCPU read passes, %lu moves, %lu deletes, %lu mprotects; %lu blocks restored by %lu hypercalls\n",
-		round, c.reads, c.moves, c.deletes, c.mprotects,
-		pkvm ? vm_get_stat(t.vm, pkvm_collapse_blocks) - b0 : 0,
-		pkvm ? vm_get_stat(t.vm, pkvm_collapse_hcalls) - h0 : 0);
+		round, c.reads, c.moves, c.deletes, c.mprotects, b0, h0);
 	TEST_ASSERT(c.reads && c.moves && c.deletes && c.mprotects,
 		    "restore vs churn: a racer never ran");
-	TEST_ASSERT(!collapse || vm_get_stat(t.vm, pkvm_collapse_blocks) - b0 >= t.nr_blocks,
+	TEST_ASSERT(!collapse || b0 >= t.nr_blocks,
 		    "restore vs churn: %lu blocks restored, fewer than the first round's %lu",
-		    vm_get_stat(t.vm, pkvm_collapse_blocks) - b0, t.nr_blocks);
+		    b0, t.nr_blocks);
 	check_memory(&t, "restore vs churn");
 
 	/*
@@ -1833,9 +1995,10 @@ static void test_kill_mid_split(u64 secpt)
 #define SPLIT_WP_PARAM		"/sys/module/kvm/parameters/pkvm_split_wrprotect"
 #define COLLAPSE_PARAM		"/sys/module/kvm/parameters/pkvm_collapse"
 
-static bool param_enabled(const char *path)
+/* A boolean module parameter; @dflt if the kernel does not have it. */
+static bool param_or(const char *path, bool dflt)
 {
-	char val = 'N';
+	char val = dflt ? 'Y' : 'N';
 	FILE *f = fopen(path, "r");
 
 	if (f) {
@@ -1844,6 +2007,11 @@ static bool param_enabled(const char *path)
 		fclose(f);
 	}
 	return val == 'Y';
+}
+
+static bool param_enabled(const char *path)
+{
+	return param_or(path, false);
 }
 
 static bool fast_dirty_enabled(void)
@@ -1867,7 +2035,7 @@ static bool set_param(const char *path, bool on)
 static void restore_fast_dirty(void)
 {
 	write_file(FAST_DIRTY_PARAM, "1");
-	write_file(DIRTY_BUF_PARAM, "508");
+	write_file(DIRTY_BUF_PARAM, "0");
 }
 
 /*
@@ -1883,8 +2051,8 @@ static void test_small_dirty_buffer(u64 secpt)
 	TEST_ASSERT_EQ(dirty_buf_entries, 16);
 	test_split_on_enable();
 	check_no_leak(secpt, "enable-time split, 16-frame dirty buffer");
-	TEST_ASSERT(write_file(DIRTY_BUF_PARAM, "508"), "cannot write " DIRTY_BUF_PARAM);
-	dirty_buf_entries = read_u64_file(DIRTY_BUF_PARAM);
+	TEST_ASSERT(write_file(DIRTY_BUF_PARAM, "0"), "cannot write " DIRTY_BUF_PARAM);
+	dirty_buf_entries = DIRTY_BUF_ENTRIES;
 }
 
 /* The same clear-time test with every dirty-logging fault left to the host. */
@@ -2272,8 +2440,11 @@ int main(int argc, char *argv[])
 
 	pkvm = host_is_pkvm();
 	fast_dirty = pkvm && fast_dirty_enabled();
-	split_wp = pkvm && param_enabled(SPLIT_WP_PARAM);
-	collapse = pkvm && param_enabled(COLLAPSE_PARAM);
+	/* Test kernels' switches (CONFIG_PKVM_SPLIT_ABI_TEST), on without them. */
+	split_wp = pkvm && param_or(SPLIT_WP_PARAM, true);
+	collapse = pkvm && param_or(COLLAPSE_PARAM, true);
+	if (pkvm)
+		hyp_events_start();
 	block_size = get_backing_src_pagesz(VM_MEM_SRC_ANONYMOUS_HUGETLB);
 	sizes = kvm_check_cap(KVM_CAP_ARM_SUPPORTED_BLOCK_SIZES);
 	pr_info("host %s, supported block sizes 0x%lx, hugetlb block %lu KiB, dirty-logging faults resolved %s\n",
@@ -2302,7 +2473,7 @@ int main(int argc, char *argv[])
 	if (want("enable")) {
 		test_split_on_enable();
 		check_no_leak(secpt, "enable-time split");
-		if (collapse) {
+		if (collapse && !access(COLLAPSE_PARAM, W_OK)) {
 			/* Blocks collapsed on fault, as without the in-place restore. */
 			collapse = set_param(COLLAPSE_PARAM, false);
 			test_split_on_enable();
@@ -2313,7 +2484,7 @@ int main(int argc, char *argv[])
 	if (want("clear")) {
 		test_split_on_clear();
 		check_no_leak(secpt, "clear-time split");
-		if (split_wp) {
+		if (split_wp && !access(SPLIT_WP_PARAM, W_OK)) {
 			/* The two-step path (write-protect, then split) still works. */
 			split_wp = set_param(SPLIT_WP_PARAM, false);
 			test_split_on_clear();
@@ -2343,7 +2514,7 @@ int main(int argc, char *argv[])
 	}
 	if (pkvm && want("pkvm")) {
 		if (fast_dirty) {
-			dirty_buf_entries = read_u64_file(DIRTY_BUF_PARAM);
+			dirty_buf_entries = read_u64_file(DIRTY_BUF_PARAM) ?: DIRTY_BUF_ENTRIES;
 			test_small_dirty_buffer(secpt);
 			test_fast_dirty_off(secpt);
 		}
