@@ -61,13 +61,14 @@ static int check_wrprotect_range(u64 gfn, u64 nr_pages, u64 wp_gfn, u64 wp_nr)
 
 /*
  * Split the block mappings of guest frames [gfn, gfn + nr_pages) of the
- * non-protected VM @handle. At most KVM_PKVM_SPLIT_MAX_BLOCKS blocks' worth
- * of IPA space is examined per call (KVM_PKVM_SPLIT_MAX_DESCS descriptors
- * written, or one block where a block alone has more), and what it splits
- * takes one TLB invalidation; *done says how many pages from @gfn were
- * covered: the host calls again from there. What the call did beyond that
- * (blocks split, pages admitted, invalidations issued) is for the
- * pkvm_host_split_range hyp event, not for the host.
+ * non-protected VM @vm (hyp-main.c resolved the host's handle). At most
+ * KVM_PKVM_SPLIT_MAX_BLOCKS blocks' worth of IPA space is examined per call
+ * (KVM_PKVM_SPLIT_MAX_DESCS descriptors written, or one block where a block
+ * alone has more), and what it splits takes one TLB invalidation; *done
+ * says how many pages from @gfn were covered: the host calls again from
+ * there. What the call did beyond that (blocks split, pages admitted,
+ * invalidations issued) is for the pkvm_host_split_range hyp event, not
+ * for the host.
  *
  * With @wp_nr non-zero, the call then write-protects guest frames
  * [@wp_gfn, @wp_gfn + @wp_nr) for dirty logging, as
@@ -75,12 +76,11 @@ static int check_wrprotect_range(u64 gfn, u64 nr_pages, u64 wp_gfn, u64 wp_nr)
  * end: a KVM_CLEAR_DIRTY_LOG word whose block is not split yet costs one
  * hypercall. *wp_done says how many frames it write-protected (@wp_nr or 0).
  */
-int __pkvm_host_split_range(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
+int __pkvm_host_split_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages,
 			    u64 wp_gfn, u64 wp_nr, u64 *done, u64 *wp_done)
 {
 	u64 block_pages = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
 	struct kvm_hyp_memcache *host_mc, admitted = {};
-	struct pkvm_hyp_vm *vm;
 	unsigned int split = 0, nr_admitted;
 	u64 ipa, next, want, tlbi = 0;
 	int ret;
@@ -88,27 +88,19 @@ int __pkvm_host_split_range(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 	*done = 0;
 	*wp_done = 0;
 
-	vm = get_pkvm_hyp_vm(handle);
-	if (!vm)
-		return -ENOENT;
+	if (pkvm_hyp_vm_is_protected(vm))
+		return -EPERM;
 
-	if (pkvm_hyp_vm_is_protected(vm)) {
-		ret = -EPERM;
-		goto put;
-	}
-
-	if (READ_ONCE(vm->kvm.arch.pkvm.is_dying)) {
-		ret = -EBUSY;
-		goto put;
-	}
+	if (READ_ONCE(vm->kvm.arch.pkvm.is_dying))
+		return -EBUSY;
 
 	ret = pkvm_check_block_range(vm, gfn, nr_pages);
 	if (ret)
-		goto put;
+		return ret;
 
 	ret = check_wrprotect_range(gfn, nr_pages, wp_gfn, wp_nr);
 	if (ret)
-		goto put;
+		return ret;
 
 	/* Bound the walk, the allocations and the work done with IRQs off. */
 	nr_pages = min_t(u64, nr_pages, KVM_PKVM_SPLIT_MAX_BLOCKS * block_pages);
@@ -145,39 +137,28 @@ int __pkvm_host_split_range(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 	if (!ret)
 		*wp_done = wp_nr;
 out:
-	trace_pkvm_host_split_range(handle, gfn, *done, split, nr_admitted,
-				    tlbi, *wp_done, ret);
-put:
-	put_pkvm_hyp_vm(vm);
-
+	trace_pkvm_host_split_range(vm->kvm.arch.pkvm.handle, gfn, *done, split,
+				    nr_admitted, tlbi, *wp_done, ret);
 	return ret;
 }
 
 /*
  * Invalidate the stage-2 TLB entries of one IPA of a non-protected VM on
- * the calling CPU only. The VM is named by its handle, never by a host
- * pointer, so the host cannot aim the invalidation at a VMID it was not
+ * the calling CPU only. The host names the VM by its handle, never by a
+ * host pointer, so it cannot aim the invalidation at a VMID it was not
  * given.
  */
-int __pkvm_tlb_flush_vmid_ipa_nsh(pkvm_handle_t handle, u64 ipa, s64 level)
+int __pkvm_tlb_flush_vmid_ipa_nsh(struct pkvm_hyp_vm *vm, u64 ipa, s64 level)
 {
-	struct pkvm_hyp_vm *vm;
-	int ret = 0;
-
-	vm = get_pkvm_hyp_vm(handle);
-	if (!vm)
-		return -ENOENT;
-
 	if (pkvm_hyp_vm_is_protected(vm))
-		ret = -EPERM;
-	else if (level < KVM_PGTABLE_FIRST_LEVEL || level > KVM_PGTABLE_LAST_LEVEL)
-		ret = -EINVAL;
-	else if (ipa >= BIT_ULL(vm->pgt.ia_bits))
-		ret = -ERANGE;
-	else
-		__kvm_tlb_flush_vmid_ipa_nsh(&vm->kvm.arch.mmu, ipa, level);
+		return -EPERM;
 
-	put_pkvm_hyp_vm(vm);
+	if (level < KVM_PGTABLE_FIRST_LEVEL || level > KVM_PGTABLE_LAST_LEVEL)
+		return -EINVAL;
 
-	return ret;
+	if (ipa >= BIT_ULL(vm->pgt.ia_bits))
+		return -ERANGE;
+
+	__kvm_tlb_flush_vmid_ipa_nsh(&vm->kvm.arch.mmu, ipa, level);
+	return 0;
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Host-side check: the exported series applies with `git am` to a fresh
-# checkout of the pristine base and gives exactly our tree, and
+# checkout of the pristine base and gives exactly our tree, so do its
+# postings applied one after the other, each cover letter has its version
+# tag, and
 # checkpatch --strict finds nothing but what scripts/checkpatch.allow
 # lists (with its reason).
 set -euo pipefail
@@ -19,6 +21,19 @@ git -C "$wt" -c user.name=check -c user.email=check@invalid am -q $patches ||
 	die "the series does not apply with git am"
 [ "$(git -C "$wt" rev-parse 'HEAD^{tree}')" = "$(git -C "$TREE" rev-parse 'HEAD^{tree}')" ] ||
 	die "git am of the series does not reproduce the tree"
+
+# The postings, one after the other, give the same tree.
+git -C "$wt" checkout -q --detach base
+for d in "$pdir"/postings/*/; do
+	# shellcheck disable=SC2046
+	git -C "$wt" -c user.name=check -c user.email=check@invalid am -q \
+		$(ls "$d"[0-9]*.patch | grep -v 0000-cover-letter) ||
+		die "posting $(basename "$d") does not apply with git am after the ones before it"
+	grep -q "^Subject: \[PATCH v[0-9]* 0/" "$d/0000-cover-letter.patch" ||
+		die "posting $(basename "$d"): its cover letter has no version tag"
+done
+[ "$(git -C "$wt" rev-parse 'HEAD^{tree}')" = "$(git -C "$TREE" rev-parse 'HEAD^{tree}')" ] ||
+	die "git am of the postings in order does not reproduce the tree"
 git -C "$TREE" worktree remove --force "$wt"
 
 found=$(cd "$pdir" && perl "$TREE/scripts/checkpatch.pl" --strict --no-tree --terse --show-types \
@@ -29,4 +44,4 @@ bad=$(echo "$found" | grep . | while read -r l; do
 	echo "$allowed" | grep -qxF "$key" || echo "$l"
 done)
 [ -z "$bad" ] || { echo "$bad"; die "checkpatch --strict reports the lines above"; }
-echo "check-series: git am reproduces the tree; checkpatch clean ($(echo "$found" | grep -c . ) allowed)"
+echo "check-series: git am of the series, and of its $(ls -d "$pdir"/postings/*/ | wc -l) postings in order, reproduces the tree; checkpatch clean ($(echo "$found" | grep -c . ) allowed)"
