@@ -18,6 +18,9 @@ mkdir -p "$root"/{tests/bin,proc,sys,dev,tmp}
 # The incidents' reproducer (scripts/incident-repro.sh), raw KVM ioctls only.
 "${CROSS}gcc" -static -O2 -Wall -Wextra -Werror -pthread -o "$root/tests/bin/vm_churn" \
 	"$TOP/selftests/repro/vm_churn.c" || die "building vm_churn failed"
+# Runs a test with EL2's hyp events on and requires that EL2 did the work.
+"${CROSS}gcc" -static -O2 -Wall -Wextra -Werror -pthread -o "$root/tests/bin/hyp-expect" \
+	"$TOP/selftests/init/hyp-expect.c" || die "building hyp-expect failed"
 # The harness's misbehaving test program (scripts/check-harness.sh).
 "${CROSS}gcc" -static -O2 -Wall -Wextra -Werror -o "$root/tests/bin/probe" \
 	"$TOP/selftests/init/probe.c" || die "building probe failed"

@@ -47,8 +47,14 @@
 #include "ucall.h"
 
 #define DATA_SLOT	1
-#define TEST_GPA	SZ_1G
 #define TEST_GVA	SZ_1G
+/*
+ * The data memslot starts one block past 1GiB: block-aligned, but at an
+ * odd block of the IPA space, so that the host's split windows, which
+ * count from the memslot's first block, differ from windows aligned in
+ * the IPA space (a regression to those fails the clear-time test).
+ */
+#define DATA_GPA	(SZ_1G + block_size)
 #define MAX_PAGES	16384
 /*
  * KVM_PKVM_SPLIT_MAX_BLOCKS: blocks one split hypercall covers, 4096
@@ -265,6 +271,10 @@ static void hyp_events_stop(void)
 	if (getpid() != hyp_pid)
 		return;
 	write_file(HYP_TRACE "/tracing_on", "0");
+	if (hyp_pipe >= 0)
+		close(hyp_pipe);
+	hyp_pipe = -1;
+	write_file(HYP_TRACE "/trace", "0");
 	for (i = 0; i < ARRAY_SIZE(hyp_events); i++) {
 		snprintf(path, sizeof(path), HYP_TRACE "/events/hypervisor/%s/enable",
 			 hyp_events[i]);
@@ -288,7 +298,9 @@ static void hyp_events_start(void)
 	hyp_pid = getpid();
 	hyp_reader = true;
 	atexit(hyp_events_stop);
+	/* Off and empty, the buffer is unloaded: only then can it be resized. */
 	TEST_ASSERT(write_file(HYP_TRACE "/tracing_on", "0") &&
+		    write_file(HYP_TRACE "/trace", "0") &&
 		    write_file(HYP_TRACE "/buffer_size_kb", "2048") &&
 		    write_file(HYP_TRACE "/events/enable", "0"),
 		    "setting up %s", HYP_TRACE);
@@ -367,9 +379,22 @@ static enum vm_guest_mode host_page_mode(void)
 	}
 }
 
+/*
+ * The exact fault counts are the vCPU's, slot 0 included (code, stack,
+ * page-tables): keep khugepaged from collapsing slot 0's memory behind the
+ * test's back (THP is "always"), which would unmap it and add faults.
+ */
+static void slot0_no_thp(struct kvm_vm *vm)
+{
+	struct userspace_mem_region *region = memslot2region(vm, 0);
+
+	TEST_ASSERT(!madvise(region->mmap_start, region->mmap_size, MADV_NOHUGEPAGE),
+		    "madvise(MADV_NOHUGEPAGE) of slot 0: %s", strerror(errno));
+}
+
 static void create_test_vm_vcpus(struct test_vm *t, u64 manual_caps, int nr_vcpus)
 {
-	u64 gpa = TEST_GPA;
+	u64 gpa = DATA_GPA;
 
 	/* Guest pages the size of stage-2 pages: one fault per page. */
 	kvm_eager_split_chunk_size = block_size;
@@ -377,6 +402,7 @@ static void create_test_vm_vcpus(struct test_vm *t, u64 manual_caps, int nr_vcpu
 				       guest_code, t->vcpus);
 	t->vcpu = t->vcpus[0];
 	kvm_eager_split_chunk_size = 0;
+	slot0_no_thp(t->vm);
 
 	if (manual_caps)
 		vm_enable_cap(t->vm, KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2, manual_caps);
@@ -577,14 +603,14 @@ static u64 count_ro_pages(u64 first, u64 last, u64 stride, u64 offset)
  * Model of KVM_CLEAR_DIRTY_LOG of pages [first, first + nr): write
  * protection comes first and covers a whole block while it is not split
  * (a block is one mapping), then the blocks are split: those the range
- * overlaps, or on pKVM the aligned window of SPLIT_BATCH blocks around it
- * (within the slot). With split_wp, pKVM splits first, in the same
+ * overlaps, or on pKVM the window of SPLIT_BATCH blocks around it, counted
+ * from the memslot's first block (within the slot). With split_wp, pKVM splits first, in the same
  * hypercall, and write-protects only the cleared pages. Returns the blocks
  * newly split.
  */
 static u64 model_clear(struct test_vm *t, u64 first, u64 nr)
 {
-	u64 base = TEST_GPA / block_size, b0, b1, b, i, split = 0;
+	u64 b0, b1, b, i, split = 0;
 
 	b0 = first / t->pages_per_block;
 	b1 = (first + nr - 1) / t->pages_per_block;
@@ -598,8 +624,9 @@ static u64 model_clear(struct test_vm *t, u64 first, u64 nr)
 			page_ro[i] = true;
 	}
 	if (pkvm) {
-		b0 = max_t(s64, 0, (s64)(ALIGN_DOWN(base + b0, SPLIT_BATCH) - base));
-		b1 = min_t(u64, t->nr_blocks - 1, ALIGN(base + b1 + 1, SPLIT_BATCH) - base - 1);
+		/* Windows count from the memslot's first block. */
+		b0 = ALIGN_DOWN(b0, SPLIT_BATCH);
+		b1 = min_t(u64, t->nr_blocks - 1, ALIGN(b1 + 1, SPLIT_BATCH) - 1);
 	}
 	for (b = b0; b <= b1; b++) {
 		split += !blk_split[b];
@@ -1593,7 +1620,7 @@ static void *move_vcpu_thread(void *arg)
 	while (!READ_ONCE(c->stop)) {
 		vcpu_run(vcpu);
 		if (run->exit_reason == KVM_EXIT_MMIO &&
-		    run->mmio.phys_addr >= TEST_GPA && run->mmio.phys_addr < TEST_GPA + c->size) {
+		    run->mmio.phys_addr >= DATA_GPA && run->mmio.phys_addr < DATA_GPA + c->size) {
 			TEST_ASSERT(run->mmio.is_write, "MMIO read of the data slot");
 			c->mmio++;
 			continue;
@@ -1652,7 +1679,7 @@ static void test_move_with_buffered_frames(void)
 	create_test_vm(&t, 0);
 	c.t = &t;
 	c.size = t.npages * t.page_size;
-	gpa_b = TEST_GPA + 2 * ALIGN(c.size, block_size);
+	gpa_b = DATA_GPA + 2 * ALIGN(c.size, block_size);
 	/* Each page rewritten every 12 ms: after a read of the log, at EL2. */
 	nr = 8;
 	base = calloc(nr, sizeof(u64));
@@ -1673,7 +1700,7 @@ static void test_move_with_buffered_frames(void)
 		usleep(random() % 10000);
 		set_data_region(&t, gpa_b, c.size);
 		moved += move_collect(&t, nr, base, now, round, "after the move");
-		set_data_region(&t, TEST_GPA, c.size);
+		set_data_region(&t, DATA_GPA, c.size);
 	}
 	WRITE_ONCE(c.stop, true);
 	/* The guest is kicked out by its next write (MMIO) or a signal-free exit. */
@@ -1725,13 +1752,13 @@ static void test_split_vs_slot_churn(void)
 			usleep(2000);
 			switch (iter % 3) {
 			case 0:
-				set_data_region(&t, TEST_GPA, 0);
+				set_data_region(&t, DATA_GPA, 0);
 				usleep(5000);
-				set_data_region(&t, TEST_GPA, size);
+				set_data_region(&t, DATA_GPA, size);
 				break;
 			case 1:
-				set_data_region(&t, TEST_GPA + SZ_4G, size);
-				set_data_region(&t, TEST_GPA, size);
+				set_data_region(&t, DATA_GPA + SZ_4G, size);
+				set_data_region(&t, DATA_GPA, size);
 				break;
 			case 2:
 				TEST_ASSERT(!mprotect(t.hva, size, PROT_READ), "mprotect RO");
@@ -1792,15 +1819,15 @@ static void *restore_churn_thread(void *arg)
 		switch (k % 4) {
 		case 0:
 			pthread_rwlock_wrlock(&c->layout);
-			set_data_region(c->t, TEST_GPA + SZ_4G, size);
-			set_data_region(c->t, TEST_GPA, size);
+			set_data_region(c->t, DATA_GPA + SZ_4G, size);
+			set_data_region(c->t, DATA_GPA, size);
 			pthread_rwlock_unlock(&c->layout);
 			c->moves++;
 			break;
 		case 2:
 			pthread_rwlock_wrlock(&c->layout);
-			set_data_region(c->t, TEST_GPA, 0);
-			set_data_region(c->t, TEST_GPA, size);
+			set_data_region(c->t, DATA_GPA, 0);
+			set_data_region(c->t, DATA_GPA, size);
 			pthread_rwlock_unlock(&c->layout);
 			c->deletes++;
 			break;
@@ -1829,6 +1856,7 @@ static void test_restore_vs_churn(void)
 {
 	struct kvm_clear_dirty_log log = { .slot = DATA_SLOT };
 	struct restore_churn c = {};
+	pthread_rwlockattr_t rwattr;
 	pthread_t reader, churn;
 	u64 round, b0, h0, faults;
 	struct test_vm t;
@@ -1836,7 +1864,11 @@ static void test_restore_vs_churn(void)
 	create_test_vm(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE | KVM_DIRTY_LOG_INITIALLY_SET);
 	guest_pass(&t, CMD_WRITE, 0, t.npages, 1, 0, 5);
 	c.t = &t;
-	pthread_rwlock_init(&c.layout, NULL);
+	/* Writer-preferring: the vCPU's reads must not starve the churn. */
+	pthread_rwlockattr_init(&rwattr);
+	pthread_rwlockattr_setkind_np(&rwattr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&c.layout, &rwattr);
+	pthread_rwlockattr_destroy(&rwattr);
 	log.num_pages = t.npages;
 	log.dirty_bitmap = t.bitmap;
 	bitmap_fill(t.bitmap, t.npages);
@@ -2296,9 +2328,9 @@ static void fz_step(int op)
 		break;
 	case FZ_MOVE:
 	case FZ_DELETE:
-		set_data_region(t, op == FZ_MOVE ? TEST_GPA + SZ_4G : TEST_GPA,
+		set_data_region(t, op == FZ_MOVE ? DATA_GPA + SZ_4G : DATA_GPA,
 				op == FZ_MOVE ? t->npages * t->page_size : 0);
-		set_data_region(t, TEST_GPA, t->npages * t->page_size);
+		set_data_region(t, DATA_GPA, t->npages * t->page_size);
 		/*
 		 * A move keeps the slot's dirty bitmap; a slot created again
 		 * logging has a new one.

@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * hyp-expect - run a test and require that pKVM's EL2 did the work.
+ *
+ *   hyp-expect [split_blocks=N] [el2_faults=N] -- COMMAND [ARG...]
+ *
+ * A test such as dirty_log_test checks the dirty log, not where the work
+ * was done: it passes as well if no block was ever split or every fault
+ * went to the host. Under pKVM, EL2 emits hyp events (CONFIG_NVHE_EL2_TRACING)
+ * for what it does; this runs COMMAND with them enabled, reads them from
+ * /sys/kernel/tracing/remotes/hypervisor/trace_pipe while it runs, and,
+ * once it exits, asks EL2 for a marker event (write_event) so that every
+ * event emitted before is counted. Then:
+ *   split_blocks  blocks EL2 split (pkvm_host_split_range's blocks);
+ *   el2_faults    write faults EL2 resolved itself (pkvm_dirty_fault, ret 0)
+ * must each be at least N. Exit status: COMMAND's if it failed, 1 if an
+ * expectation was missed or the events could not be read (lost events
+ * included), else 0. It prints what it counted.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define HYP	"/sys/kernel/tracing/remotes/hypervisor"
+#define MARKER	4242424242UL
+
+static const char *const events[] = {
+	"pkvm_host_split_range", "pkvm_dirty_fault", "selftest",
+};
+
+static unsigned long split_blocks, el2_faults, lines;
+static bool lost, marker_seen;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t seen = PTHREAD_COND_INITIALIZER;
+
+static int write_str(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC);
+	ssize_t n;
+
+	if (fd < 0) {
+		fprintf(stderr, "hyp-expect: open %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	n = write(fd, val, strlen(val));
+	close(fd);
+	if (n != (ssize_t)strlen(val)) {
+		fprintf(stderr, "hyp-expect: write %s to %s failed\n", val, path);
+		return -1;
+	}
+	return 0;
+}
+
+static unsigned long field(const char *line, const char *key)
+{
+	char pat[32];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), " %s=", key);
+	p = strstr(line, pat);
+	return p ? strtoul(p + strlen(pat), NULL, 0) : 0;
+}
+
+static void account(const char *line)
+{
+	const char *ev = strstr(line, ": ");
+
+	lines++;
+	if (strstr(line, "LOST") || !ev) {
+		lost = true;
+		return;
+	}
+	ev += 2;
+	if (!strncmp(ev, "pkvm_host_split_range ", 22))
+		split_blocks += field(ev, "blocks");
+	else if (!strncmp(ev, "pkvm_dirty_fault ", 17))
+		el2_faults += !!strstr(ev, " ret=0");
+	else if (!strncmp(ev, "selftest ", 9) && field(ev, "id") == MARKER)
+		marker_seen = true;
+}
+
+static void *reader(void *arg)
+{
+	static char buf[16384];
+	int fd = *(int *)arg;
+	size_t len = 0;
+
+	for (;;) {
+		ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+		char *line = buf, *nl;
+
+		if (n <= 0)
+			return NULL;
+		len += n;
+		buf[len] = 0;
+		pthread_mutex_lock(&lock);
+		while ((nl = strchr(line, '\n'))) {
+			*nl = 0;
+			account(line);
+			line = nl + 1;
+		}
+		if (marker_seen)
+			pthread_cond_signal(&seen);
+		pthread_mutex_unlock(&lock);
+		len -= line - buf;
+		memmove(buf, line, len);
+		if (len == sizeof(buf) - 1)
+			len = 0;	/* a line that long is not an event */
+	}
+}
+
+static int setup(void)
+{
+	char path[256];
+	unsigned int i;
+
+	if (access(HYP, F_OK))
+		mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL);
+	if (access(HYP "/write_event", W_OK)) {
+		fprintf(stderr, "hyp-expect: no %s (CONFIG_NVHE_EL2_TRACING)\n", HYP);
+		return -1;
+	}
+	/* Off and empty, the buffer is unloaded: only then can it be resized. */
+	if (write_str(HYP "/tracing_on", "0") || write_str(HYP "/trace", "0") ||
+	    write_str(HYP "/buffer_size_kb", "2048") ||
+	    write_str(HYP "/events/enable", "0"))
+		return -1;
+	for (i = 0; i < sizeof(events) / sizeof(events[0]); i++) {
+		snprintf(path, sizeof(path), HYP "/events/hypervisor/%s/enable", events[i]);
+		if (write_str(path, "1"))
+			return -1;
+	}
+	return write_str(HYP "/tracing_on", "1");
+}
+
+static void teardown(void)
+{
+	write_str(HYP "/tracing_on", "0");
+	write_str(HYP "/trace", "0");
+	write_str(HYP "/events/enable", "0");
+}
+
+int main(int argc, char **argv)
+{
+	unsigned long want_split = 0, want_el2 = 0;
+	struct timespec deadline;
+	int i, fd, status, ret;
+	char marker[32];
+	pthread_t thr;
+	pid_t pid;
+
+	for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		if (!strncmp(argv[i], "split_blocks=", 13))
+			want_split = strtoul(argv[i] + 13, NULL, 0);
+		else if (!strncmp(argv[i], "el2_faults=", 11))
+			want_el2 = strtoul(argv[i] + 11, NULL, 0);
+		else
+			break;
+	}
+	if (i >= argc - 1 || strcmp(argv[i], "--")) {
+		fprintf(stderr, "usage: %s [split_blocks=N] [el2_faults=N] -- COMMAND [ARG...]\n",
+			argv[0]);
+		return 1;
+	}
+
+	if (setup())
+		return 1;
+	fd = open(HYP "/trace_pipe", O_RDONLY);
+	if (fd < 0 || pthread_create(&thr, NULL, reader, &fd)) {
+		fprintf(stderr, "hyp-expect: cannot read %s/trace_pipe\n", HYP);
+		teardown();
+		return 1;
+	}
+
+	pid = fork();
+	if (!pid) {
+		execv(argv[i + 1], &argv[i + 1]);
+		fprintf(stderr, "hyp-expect: exec %s: %s\n", argv[i + 1], strerror(errno));
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+		teardown();
+		return 1;
+	}
+
+	snprintf(marker, sizeof(marker), "%lu", MARKER);
+	ret = write_str(HYP "/write_event", marker);
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 30;
+	pthread_mutex_lock(&lock);
+	while (!ret && !marker_seen &&
+	       pthread_cond_timedwait(&seen, &lock, &deadline) != ETIMEDOUT)
+		;
+	printf("hyp-expect: %lu blocks split at EL2, %lu write faults resolved at EL2 (%lu events%s)\n",
+	       split_blocks, el2_faults, lines, lost ? ", some LOST" : "");
+	if (ret || !marker_seen) {
+		printf("hyp-expect: EL2's marker event never came\n");
+		ret = 1;
+	} else if (lost) {
+		ret = 1;
+	} else if (split_blocks < want_split || el2_faults < want_el2) {
+		printf("hyp-expect: expected at least %lu blocks split and %lu faults resolved at EL2\n",
+		       want_split, want_el2);
+		ret = 1;
+	}
+	pthread_mutex_unlock(&lock);
+	teardown();
+
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+	return ret;
+}
