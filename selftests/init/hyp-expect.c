@@ -32,6 +32,7 @@
 
 #define HYP	"/sys/kernel/tracing/remotes/hypervisor"
 #define MARKER	4242424242UL
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 
 static const char *const events[] = {
 	"pkvm_host_split_range", "pkvm_dirty_fault", "selftest",
@@ -134,7 +135,7 @@ static int setup(void)
 	    write_str(HYP "/buffer_size_kb", "2048") ||
 	    write_str(HYP "/events/enable", "0"))
 		return -1;
-	for (i = 0; i < sizeof(events) / sizeof(events[0]); i++) {
+	for (i = 0; i < ARRAY_SIZE(events); i++) {
 		snprintf(path, sizeof(path), HYP "/events/hypervisor/%s/enable", events[i]);
 		if (write_str(path, "1"))
 			return -1;
