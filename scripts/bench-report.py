@@ -31,9 +31,9 @@ def parse_log(path):
         knobs = {k.rstrip("0123456789"): int(k.lstrip("abcdefghijklmnopqrstuvwxyz"))
                  for k in knobs}
         # split_wp: 1 = a cleared word of a whole block costs one hypercall
-        # (split + write-protect), 0 = two (kvm.pkvm_split_wrprotect=0).
+        # (split + write-protect), 0 = two (pkvm_split_wrprotect=N).
         # collapse: 1 = EL2 restores split blocks in place when logging
-        # stops, 0 = collapsed on fault (kvm.pkvm_collapse=0). Empty for
+        # stops, 0 = collapsed on fault (pkvm_collapse=N). Empty for
         # runs from before the knob (they were 0).
         run = {"mode": mode, "el2_debug": int(debug), "boot": boot, "split": split,
                "fast": int(fast[1:]), "workload": work, "vcpus": int(vcpus),
@@ -308,7 +308,7 @@ def main(outdir, readme=None):
                             f"{med(per):.3f} [{min(per):.3f}–{max(per):.3f}]", "≤ 1/8 = 0.125",
                             "met" if max(per) <= 0.125 + 1e-9 else "missed"))
         # Every 64-page word of the slot is cleared once per iteration (at
-        # most); split_wp=0: the same with kvm.pkvm_split_wrprotect=0.
+        # most); split_wp=0: the same with pkvm_split_wrprotect=N.
         for wp, what, goal in ((1, " (write-protect and split; words = pages/64 per clear)",
                                 "≤ 1"),
                                (0, ", two-step path (kvm.pkvm_split_wrprotect=0), w10, 1 vCPU",
@@ -338,7 +338,7 @@ def main(outdir, readme=None):
                     targets.append((f"{mode} {what} time, one call / two-step, w10, 1 vCPU",
                                     f"{med(per):.2f}x [{min(per):.2f}–{max(per):.2f}]",
                                     "report", "reported"))
-    # Blocks restored in place at EL2 when logging stops (kvm.pkvm_collapse).
+    # Blocks restored in place at EL2 when logging stops (pkvm_collapse).
     for mode in pkvm_modes:
         rs = [r for r in rep.sel(mode=mode, split="2M") if r.get("collapse_blocks")]
         if not rs:

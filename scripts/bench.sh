@@ -27,8 +27,8 @@ VARIANT=${BENCH_VARIANT:-nodebug}
 # dirty_log_perf_test guest mode 3: 48-bit PA/VA, 4K pages (the seed's setting)
 GUEST_MODE=${BENCH_GUEST_MODE:-3}
 PARAM=/sys/module/kvm/parameters/pkvm_fast_dirty
-SPLIT_WP=/sys/module/kvm/parameters/pkvm_split_wrprotect
-COLLAPSE=/sys/module/kvm/parameters/pkvm_collapse
+SPLIT_WP=/sys/kernel/debug/kvm/pkvm_split_wrprotect
+COLLAPSE=/sys/kernel/debug/kvm/pkvm_collapse
 stamp=$(date -u +%Y-%m-%d-%H%M)
 out=${BENCH_OUT:-$TOP/bench/results/$stamp}
 mkdir -p "$out/raw"
@@ -45,9 +45,9 @@ done
 # Cells: split:workload:vcpus:fast:wp:c. Split on with 2 MiB blocks is the
 # case the fast path is for; one split-off cell per mode keeps eager split's
 # own gain in view. fast=1 only means something under pKVM; so do wp=0
-# (kvm.pkvm_split_wrprotect=0: a cleared word of a whole block takes a
+# (pkvm_split_wrprotect=N in debugfs: a cleared word of a whole block takes a
 # write-protect and a split hypercall, not one call) and c=0
-# (kvm.pkvm_collapse=0: blocks collapsed on fault after logging off, not
+# (pkvm_collapse=N: blocks collapsed on fault after logging off, not
 # restored in place at EL2), one cell each per pKVM mode to compare with
 # their twin.
 cells() {
@@ -73,7 +73,7 @@ print("\n".join(lines))' "$1"
 
 # One list per boot, its cells in an order drawn from the seed.
 boot_list() {
-	local mode=$1 boot=$2 list=$3 split work v f args
+	local mode=$1 boot=$2 list=$3 split work v f args sw
 	: > "$list"
 	cells "$mode" | seeded_shuffle "$SEED-$mode-$boot" |
 	while IFS=: read -r split work v f wp c; do
@@ -83,7 +83,10 @@ boot_list() {
 		w10) args+=" -w 10" ;;
 		esac
 		[ "$split" = 2M ] && args+=" -k 2M"
-		echo "all b_${split}_${work}_${v}_mp_f${f}_wp${wp}_c${c} 300 $PARAM=$f $SPLIT_WP=$wp $COLLAPSE=$c ./dirty_log_perf_test $args" >> "$list"
+		# The test switches are debugfs files of pKVM test kernels only.
+		sw="$PARAM=$f"
+		case "$mode" in protected*) sw+=" $SPLIT_WP=$wp $COLLAPSE=$c" ;; esac
+		echo "all b_${split}_${work}_${v}_mp_f${f}_wp${wp}_c${c} 300 $sw ./dirty_log_perf_test $args" >> "$list"
 	done
 }
 

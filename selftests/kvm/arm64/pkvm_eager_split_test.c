@@ -130,13 +130,13 @@ static bool fast_dirty;
 
 /*
  * pKVM splits the window around a cleared word of a whole block and
- * write-protects the word in one hypercall (kvm.pkvm_split_wrprotect).
+ * write-protects the word in one hypercall (debugfs kvm/pkvm_split_wrprotect).
  */
 static bool split_wp;
 
 /*
  * pKVM restores in place the blocks EL2 split when logging stops
- * (kvm.pkvm_collapse); otherwise each is collapsed on the next fault.
+ * (debugfs kvm/pkvm_collapse); otherwise each is collapsed on the next fault.
  */
 static bool collapse;
 
@@ -145,7 +145,7 @@ static struct {
 	u64 host, el2, full, spurious;
 } pass_faults;
 
-/* Frames a vCPU's dirty buffer takes per run (kvm.pkvm_dirty_buf_entries). */
+/* Frames a vCPU's dirty buffer takes per run (debugfs kvm/pkvm_dirty_buf_entries). */
 #define DIRTY_BUF_ENTRIES	510
 static u64 dirty_buf_entries = DIRTY_BUF_ENTRIES;
 
@@ -530,7 +530,7 @@ static void check_fault_path(const char *when)
 }
 
 /*
- * Turn dirty logging off. On pKVM with kvm.pkvm_collapse, EL2 restores in
+ * Turn dirty logging off. On pKVM with pkvm_collapse on, EL2 restores in
  * place the @split blocks it split, which are the slot's first ones: one
  * hypercall and one TLBI per SPLIT_BATCH of them, none left split.
  * Returns the blocks restored.
@@ -559,7 +559,7 @@ static u64 logging_off(struct test_vm *t, u64 split, const char *when)
 	returned = hyp.collapse_returned - returned;
 	if (!collapse) {
 		TEST_ASSERT(!h && !b && !returned,
-			    "%s: %lu collapse hypercalls with kvm.pkvm_collapse=0", when, h);
+			    "%s: %lu collapse hypercalls with pkvm_collapse off", when, h);
 		return 0;
 	}
 	TEST_ASSERT(b == split && !skipped,
@@ -2022,12 +2022,12 @@ static void test_kill_mid_split(u64 secpt)
 }
 
 #define FAST_DIRTY_PARAM	"/sys/module/kvm/parameters/pkvm_fast_dirty"
-#define DIRTY_BUF_PARAM		"/sys/module/kvm/parameters/pkvm_dirty_buf_entries"
+#define DIRTY_BUF_PARAM		"/sys/kernel/debug/kvm/pkvm_dirty_buf_entries"
 
-#define SPLIT_WP_PARAM		"/sys/module/kvm/parameters/pkvm_split_wrprotect"
-#define COLLAPSE_PARAM		"/sys/module/kvm/parameters/pkvm_collapse"
+#define SPLIT_WP_PARAM		"/sys/kernel/debug/kvm/pkvm_split_wrprotect"
+#define COLLAPSE_PARAM		"/sys/kernel/debug/kvm/pkvm_collapse"
 
-/* A boolean module parameter; @dflt if the kernel does not have it. */
+/* A boolean switch; @dflt if the kernel does not have it. */
 static bool param_or(const char *path, bool dflt)
 {
 	char val = dflt ? 'Y' : 'N';
@@ -2051,7 +2051,7 @@ static bool fast_dirty_enabled(void)
 	return param_enabled(FAST_DIRTY_PARAM);
 }
 
-/* Set a boolean module parameter; returns what it reads back. */
+/* Set a boolean switch; returns what it reads back. */
 static bool set_param(const char *path, bool on)
 {
 	int fd = open(path, O_WRONLY);
