@@ -1563,9 +1563,9 @@ static void *clear_loop_thread(void *arg)
 		TEST_ASSERT(!ret || errno == ENOENT,
 			    "KVM_CLEAR_DIRTY_LOG during slot churn: ret %d errno %d", ret, errno);
 		if (ret)
-			c->gone++;
+			WRITE_ONCE(c->gone, c->gone + 1);
 		else
-			c->ok++;
+			WRITE_ONCE(c->ok, c->ok + 1);
 	}
 	return NULL;
 }
@@ -1727,8 +1727,9 @@ static void test_split_vs_slot_churn(void)
 {
 	static const char * const what[] = { "delete", "move", "mprotect" };
 	struct churn_ctx c = {};
-	u64 size, iter, k;
+	u64 size, iter, k, wait;
 	pthread_t thread;
+	int gone;
 	struct test_vm t;
 
 	create_test_vm(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE | KVM_DIRTY_LOG_INITIALLY_SET);
@@ -1752,8 +1753,11 @@ static void test_split_vs_slot_churn(void)
 			usleep(2000);
 			switch (iter % 3) {
 			case 0:
+				/* Handshake: a clear must find the slot gone (2 s at most). */
+				gone = READ_ONCE(c.gone);
 				set_data_region(&t, DATA_GPA, 0);
-				usleep(5000);
+				for (wait = 0; READ_ONCE(c.gone) == gone && wait < 4000; wait++)
+					usleep(500);
 				set_data_region(&t, DATA_GPA, size);
 				break;
 			case 1:
@@ -2148,7 +2152,7 @@ static bool host_is_pkvm(void)
 struct fuzz {
 	struct test_vm t;
 	struct raw_vm pvm;
-	bool live, manual, logging, pvm_live;
+	bool live, manual, logging, pvm_live, fast;
 	u64 seed, step, rng, secpt, ops[16], raw_calls;
 	const char *op;
 	bool done;
@@ -2221,6 +2225,8 @@ static void fz_new_vm(void)
 		check_no_leak(fz.secpt, "a VM of the random sequence");
 	}
 	fz.manual = fz_below(2);
+	/* A VM takes the fast path's switch as it is when it is created. */
+	fz.fast = pkvm && fast_dirty_enabled();
 	create_test_vm(&fz.t, fz.manual ? KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
 					  KVM_DIRTY_LOG_INITIALLY_SET : 0);
 	fz.live = true;
@@ -2246,8 +2252,8 @@ static void fz_check_el2(void)
 	snprintf(path, sizeof(path), "/sys/kernel/debug/kvm/%d-%d/pkvm_split_check",
 		 getpid(), fz.t.vm->fd);
 	f = fopen(path, "r");
-	if (!f)
-		return;
+	TEST_ASSERT(f, "%s: %s (the random test needs CONFIG_PKVM_SPLIT_ABI_TEST)",
+		    path, strerror(errno));
 	n = fscanf(f, "el2: calls %lu pages %lu blocks %lu marked %lu\n"
 		   "host: pages %lu blocks %lu split %lu\nresult %ld bad_ipa 0x%lx",
 		   &calls, &pages, &blocks, &marked, &hpages, &hblocks, &hsplit,
@@ -2275,8 +2281,8 @@ static void fz_raw(void)
 	snprintf(path, sizeof(path), "/sys/kernel/debug/kvm/%d-%d/pkvm_split_raw",
 		 getpid(), fz.t.vm->fd);
 	fd = open(path, O_WRONLY);
-	if (fd < 0)
-		return;
+	TEST_ASSERT(fd >= 0, "%s: %s (the random test needs CONFIG_PKVM_SPLIT_ABI_TEST)",
+		    path, strerror(errno));
 	len = snprintf(val, sizeof(val), "%lx %lu", seed, steps);
 	ret = write(fd, val, len);
 	TEST_ASSERT(ret == len,
@@ -2286,21 +2292,43 @@ static void fz_raw(void)
 	fz.raw_calls += steps;
 }
 
+/*
+ * Where the faults of the pass just run were resolved: EL2 resolves none
+ * while the slot is not logging, nor in a VM created with the fast path
+ * off. The same pass run again at once takes no fault at all.
+ */
+static void fz_check_pass(int cmd, u64 first, u64 last, u64 stride, u64 offset, u8 seed)
+{
+	u64 faults;
+
+	TEST_ASSERT(!pass_faults.el2 || (fz.logging && fz.fast),
+		    "%s: %lu faults resolved at EL2 %s", fz.op, pass_faults.el2,
+		    fz.logging ? "in a VM created with the fast path off" :
+				 "while the slot is not logging");
+	faults = guest_pass(&fz.t, cmd, first, last, stride, offset, seed);
+	TEST_ASSERT(!faults, "%s: the same pass again took %lu faults (%lu at EL2)",
+		    fz.op, faults, pass_faults.el2);
+}
+
 static void fz_step(int op)
 {
 	struct test_vm *t = &fz.t;
-	u64 first, nr, stride;
+	u64 first, nr, stride, offset;
+	u8 seed;
 
 	switch (op) {
 	case FZ_WRITE:
 		first = fz_below(t->npages);
 		nr = 1 + fz_below(t->npages - first);
 		stride = 1 + fz_below(7);
-		guest_pass(t, CMD_WRITE, first, first + nr, stride, fz_below(stride),
-			   2 + fz_below(250));
+		offset = fz_below(stride);
+		seed = 2 + fz_below(250);
+		guest_pass(t, CMD_WRITE, first, first + nr, stride, offset, seed);
+		fz_check_pass(CMD_WRITE, first, first + nr, stride, offset, seed);
 		break;
 	case FZ_READ:
 		guest_pass(t, CMD_READ, 0, t->npages, 1, 0, 0);
+		fz_check_pass(CMD_READ, 0, t->npages, 1, 0, 0);
 		break;
 	case FZ_LOG:
 		fz.logging = !fz.logging;
@@ -2391,6 +2419,8 @@ static void test_random_sequence(u64 seed, u64 steps)
 			w -= fz_weight[op];
 		fz.op = fz_names[op];
 		fz.ops[op]++;
+		/* Named before it runs: a timeout or a panic still says which. */
+		fprintf(stderr, "# random sequence 0x%lx step %lu: %s\n", seed, fz.step, fz.op);
 		fz_step(op);
 		check_memory(&fz.t, fz.op);
 		fz_check_el2();
