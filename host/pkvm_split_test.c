@@ -50,7 +50,7 @@ static void report(struct abi_case_ctx *c, bool ok, const char *what,
 		   got, want);
 }
 
-static long check_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
+static long check_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages, u64 pfn,
 		      struct arm_smccc_1_2_regs *res)
 {
 	struct arm_smccc_1_2_regs args = {
@@ -58,6 +58,7 @@ static long check_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 		.a1	= handle,
 		.a2	= gfn,
 		.a3	= nr_pages,
+		.a4	= pfn,
 	};
 
 	arm_smccc_1_2_hvc(&args, res);
@@ -68,13 +69,23 @@ static long check_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 
 /*
  * Block leaves EL2 maps in [gfn, gfn + nr_pages), at most one split call's
- * worth, by its own walk (__pkvm_check_guest): 0 where it refuses the range.
+ * worth, by its own walk (__pkvm_check_guest), in as many calls as that
+ * takes: 0 where it refuses the range.
  */
 static u64 blocks_mapped(pkvm_handle_t handle, u64 gfn, u64 nr_pages)
 {
+	u64 bp = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
+	u64 end = gfn + min_t(u64, nr_pages, KVM_PKVM_SPLIT_MAX_BLOCKS * bp);
 	struct arm_smccc_1_2_regs res;
+	u64 blocks = 0;
 
-	return check_hvc(handle, gfn, nr_pages, &res) ? 0 : res.a4;
+	while (gfn < end) {
+		if (check_hvc(handle, gfn, end - gfn, U64_MAX, &res) || !res.a2)
+			return 0;
+		blocks += res.a4;
+		gfn += res.a2;
+	}
+	return blocks;
 }
 
 /*
@@ -794,64 +805,121 @@ DEFINE_ABI_ONCE_ATTRIBUTE(pkvm_split_abi_dying);
 
 struct split_check {
 	u64 calls, pages, blocks, marked, tables, split_cache, bad_ipa;
-	u64 rec_pages, rec_blocks, rec_split;
+	u64 rec_pages, rec_blocks, rec_split, records;
 };
 
 /*
- * Check the VM's guest stage-2 at EL2, over every memslot (block-aligned,
- * in IPA order), against the page states (__pkvm_check_guest), and gather
- * what EL2 found and what the host's records say. The caller holds
- * slots_lock and mmu_lock for write.
+ * What EL2 maps in [gfn, gfn + nr_pages), at the frames @pfn names if it
+ * is not U64_MAX, in as many check calls as the walk's budget takes, added
+ * to @sc. Returns the first error.
+ */
+static long check_range(pkvm_handle_t handle, u64 gfn, u64 nr_pages, u64 pfn,
+			struct split_check *sc)
+{
+	struct arm_smccc_1_2_regs res = {};
+	u64 end = gfn + nr_pages;
+	long ret = 0;
+
+	while (!ret && gfn < end) {
+		ret = check_hvc(handle, gfn, end - gfn, pfn, &res);
+		sc->calls++;
+		sc->pages += res.a3;
+		sc->blocks += res.a4;
+		sc->marked += res.a5;
+		sc->tables += res.a7;
+		sc->split_cache = res.a8;
+		if (ret)
+			sc->bad_ipa = res.a6;
+		else if (!res.a2)
+			ret = -EIO;
+		gfn += res.a2;
+		if (pfn != U64_MAX)
+			pfn += res.a2;
+	}
+	return ret;
+}
+
+/*
+ * Check the VM's guest stage-2 at EL2 against the page states and the
+ * host's records (__pkvm_check_guest): the whole IPA space, then record by
+ * record. Each record must be mapped whole, at the frames it records, by
+ * one block leaf if it is a block that is not split and by page leaves
+ * otherwise; as the records do not overlap, the whole walk finding as many
+ * pages and blocks as the records means nothing else is mapped. A record
+ * that breaks this fails with -EIO and its IPA. The caller holds slots_lock
+ * and mmu_lock for write.
  */
 static long split_check(struct kvm *kvm, struct split_check *sc)
 {
-	u64 bp = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
 	struct kvm_pgtable *pgt = kvm->arch.mmu.pgt;
-	struct arm_smccc_1_2_regs res = {};
-	struct kvm_memory_slot *slot;
-	struct kvm_memslot_iter iter;
-	u64 gfn, end, covered = 0;
+	pkvm_handle_t handle = kvm->arch.pkvm.handle;
+	struct split_check rec;
 	struct rb_node *node;
-	long ret = 0;
+	long ret;
 
 	memset(sc, 0, sizeof(*sc));
-	kvm_for_each_memslot_in_gfn_range(&iter, kvm_memslots(kvm), 0, U64_MAX) {
-		slot = iter.slot;
-		gfn = max(ALIGN_DOWN(slot->base_gfn, bp), covered);
-		end = ALIGN(slot->base_gfn + slot->npages, bp);
-		while (!ret && gfn < end) {
-			ret = check_hvc(kvm->arch.pkvm.handle, gfn, end - gfn, &res);
-			sc->calls++;
-			sc->pages += res.a3;
-			sc->blocks += res.a4;
-			sc->marked += res.a5;
-			sc->tables += res.a7;
-			sc->split_cache = res.a8;
-			if (!ret && !res.a2)
-				ret = -EIO;
-			gfn += res.a2;
-		}
-		covered = end;
-		if (ret)
-			break;
-	}
-	sc->bad_ipa = ret ? res.a6 : 0;
+	ret = check_range(handle, 0, kvm_phys_size(&kvm->arch.mmu) >> PAGE_SHIFT, U64_MAX, sc);
 	for (node = rb_first_cached(&pgt->pkvm_mappings); node; node = rb_next(node)) {
 		struct pkvm_mapping *m = rb_entry(node, struct pkvm_mapping, node);
+		bool block = m->nr_pages > 1 && !m->split;
 
 		sc->rec_pages += m->nr_pages;
-		sc->rec_blocks += m->nr_pages > 1 && !m->split;
+		sc->rec_blocks += block;
 		sc->rec_split += m->split;
+		sc->records++;
+		if (ret)
+			continue;
+
+		memset(&rec, 0, sizeof(rec));
+		ret = check_range(handle, m->gfn, m->nr_pages, m->pfn, &rec);
+		if (ret) {
+			sc->bad_ipa = rec.bad_ipa;
+		} else if (rec.pages != m->nr_pages || rec.blocks != block) {
+			pr_err("pkvm_split_check: record gfn 0x%llx pfn 0x%llx, %llu pages%s: EL2 maps %llu pages, %llu block leaves\n",
+			       m->gfn, m->pfn, (u64)m->nr_pages, m->split ? ", split" : "",
+			       rec.pages, rec.blocks);
+			sc->bad_ipa = m->gfn << PAGE_SHIFT;
+			ret = -EIO;
+		}
 	}
 
 	return ret;
 }
 
 /*
+ * For each memslot, which of its pages EL2 maps, and which writable: one
+ * line per 64 pages, "<gfn> <mapped> <writable>" in hex, bit n for frame
+ * gfn + n.
+ */
+static long show_slot_masks(struct seq_file *s, struct kvm *kvm)
+{
+	pkvm_handle_t handle = kvm->arch.pkvm.handle;
+	struct arm_smccc_1_2_regs res;
+	struct kvm_memory_slot *slot;
+	int bkt;
+	u64 gfn;
+	long ret;
+
+	kvm_for_each_memslot(slot, bkt, kvm_memslots(kvm)) {
+		seq_printf(s, "slot %d gfn 0x%llx pages %lu\n", slot->id,
+			   slot->base_gfn, slot->npages);
+		for (gfn = slot->base_gfn; gfn < slot->base_gfn + slot->npages; gfn += 64) {
+			ret = check_hvc(handle, gfn,
+					min_t(u64, 64, slot->base_gfn + slot->npages - gfn),
+					U64_MAX, &res);
+			if (ret)
+				return ret;
+			seq_printf(s, "0x%llx 0x%lx 0x%lx\n", gfn, res.a9, res.a10);
+		}
+	}
+	return 0;
+}
+
+/*
  * Reading pkvm_split_check checks the VM's guest stage-2 at EL2 against
- * the page states, and what EL2 found against the host's records: as many
- * pages mapped as recorded, and one block leaf per record of a whole block
- * that is not split. It changes nothing.
+ * the page states and the host's records (split_check()), and prints what
+ * was found, then which pages of each memslot EL2 maps and which
+ * writable. It changes nothing.
  */
 static int pkvm_split_check_show(struct seq_file *s, void *unused)
 {
@@ -867,16 +935,18 @@ static int pkvm_split_check_show(struct seq_file *s, void *unused)
 	mutex_lock(&kvm->slots_lock);
 	write_lock(&kvm->mmu_lock);
 	ret = split_check(kvm, &sc);
-	write_unlock(&kvm->mmu_lock);
-	mutex_unlock(&kvm->slots_lock);
-
 	seq_printf(s, "el2: calls %llu pages %llu blocks %llu marked %llu\n",
 		   sc.calls, sc.pages, sc.blocks, sc.marked);
-	seq_printf(s, "host: pages %llu blocks %llu split %llu\n",
-		   sc.rec_pages, sc.rec_blocks, sc.rec_split);
+	seq_printf(s, "host: pages %llu blocks %llu split %llu records %llu\n",
+		   sc.rec_pages, sc.rec_blocks, sc.rec_split, sc.records);
 	seq_printf(s, "result %ld bad_ipa 0x%llx\n", ret, sc.bad_ipa);
 	seq_printf(s, "el2 pages: tables %llu split_cache %llu\n", sc.tables,
 		   sc.split_cache);
+	if (!ret)
+		ret = show_slot_masks(s, kvm);
+	write_unlock(&kvm->mmu_lock);
+	mutex_unlock(&kvm->slots_lock);
+	seq_printf(s, "masks %ld\n", ret);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(pkvm_split_check);
@@ -1387,7 +1457,7 @@ static void raw_protected(struct raw_ctx *c)
 			   &returned);
 	if (ret != -EPERM || restored || returned)
 		raw_fail(c, "restore: ret %ld, restored 0x%llx", ret, restored);
-	ret = check_hvc(h, 0, c->bp, &res);
+	ret = check_hvc(h, 0, c->bp, U64_MAX, &res);
 	if (ret != -EPERM)
 		raw_fail(c, "check: ret %ld", ret);
 	ret = nsh_hvc(h, 0, KVM_PGTABLE_LAST_LEVEL);

@@ -282,6 +282,61 @@ static int vmstat_negative(char *why, size_t len)
 	return found;
 }
 
+/*
+ * The pKVM switches a test may change: their values at boot, written back
+ * before every test, so that a test that failed before restoring them
+ * does not run the next ones in another configuration.
+ */
+static const char *const switches[] = {
+	"/sys/module/kvm/parameters/pkvm_fast_dirty",
+	"/sys/kernel/debug/kvm/pkvm_split_wrprotect",
+	"/sys/kernel/debug/kvm/pkvm_collapse",
+	"/sys/kernel/debug/kvm/pkvm_dirty_buf_entries",
+};
+static char switch_boot[4][32];
+
+static int read_switch(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY), n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
+}
+
+static void save_switches(void)
+{
+	for (int i = 0; i < 4; i++)
+		if (read_switch(switches[i], switch_boot[i], sizeof(switch_boot[i])))
+			switch_boot[i][0] = '\0';
+}
+
+static void restore_switches(const char *after)
+{
+	char now[32];
+	int fd;
+
+	for (int i = 0; i < 4; i++) {
+		if (!switch_boot[i][0] || read_switch(switches[i], now, sizeof(now)) ||
+		    !strcmp(now, switch_boot[i]))
+			continue;
+		fd = open(switches[i], O_WRONLY);
+		if (fd < 0 || write(fd, switch_boot[i], strlen(switch_boot[i])) < 0)
+			say("# init: cannot restore %s to %s\n", switches[i], switch_boot[i]);
+		else
+			say("# init: %s left at %s by %s: back to %s\n", switches[i], now,
+			    after, switch_boot[i]);
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
 /* Write the value of each /path=value word to its file. */
 static int write_settings(struct test *t, char *why, size_t len)
 {
@@ -411,6 +466,7 @@ int main(void)
 	if (chdir("/tests/bin"))
 		say("# init: no /tests/bin\n");
 
+	save_switches();
 	nr = load_tests(path);
 	say("KTAP version 1\n");
 	if (nr < 0) {
@@ -421,6 +477,8 @@ int main(void)
 	for (i = 0; i < nr; i++) {
 		struct timespec t0, t1;
 
+		if (i)
+			restore_switches(tests[i - 1].name);
 		say("# start %s\n", tests[i].name);
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		ret = run_test(&tests[i], why, sizeof(why));

@@ -65,7 +65,11 @@
 enum { CMD_WRITE = 1, CMD_READ };
 
 /* Guest-visible parameters of the next pass. */
-static u64 guest_cmd, guest_stride, guest_offset, guest_first, guest_last;
+#define MAX_VCPUS	3
+
+/* A pass's stride and offset are per vCPU: two vCPUs can share a pass. */
+static u64 guest_cmd, guest_first, guest_last;
+static u64 guest_stride[MAX_VCPUS], guest_offset[MAX_VCPUS];
 static u64 guest_page_size;
 static u8 guest_seed;
 static u8 page_seed[MAX_PAGES];
@@ -83,14 +87,14 @@ static inline u64 pattern(u64 page, u64 word, u8 seed)
 static void guest_code(void)
 {
 	for (;;) {
-		u64 words = guest_page_size / 8;
+		u64 words = guest_page_size / 8, id = guest_get_vcpuid();
 		u64 i, w;
 
 		/* Fault in page_seed[] now, so that only test pages fault below. */
 		for (i = 0; i < MAX_PAGES; i += 64)
 			READ_ONCE(page_seed[i]);
 
-		for (i = guest_first + guest_offset; i < guest_last; i += guest_stride) {
+		for (i = guest_first + guest_offset[id]; i < guest_last; i += guest_stride[id]) {
 			u64 *page = (u64 *)(TEST_GVA + i * guest_page_size);
 
 			if (guest_cmd == CMD_WRITE) {
@@ -110,12 +114,12 @@ struct split_stats {
 	u64 hcalls, blocks, tlbi, donated, wrprotect;
 };
 
-#define MAX_VCPUS	3
-
 struct test_vm {
 	struct kvm_vm *vm;
 	struct kvm_vcpu *vcpu;
 	struct kvm_vcpu *vcpus[MAX_VCPUS];
+	/* vCPUs that share a guest pass (1 unless set), vcpus[0] first. */
+	int pass_vcpus;
 	u64 npages, nr_blocks, pages_per_block, page_size;
 	u8 *hva;
 	unsigned long *bitmap;
@@ -401,6 +405,7 @@ static void create_test_vm_vcpus(struct test_vm *t, u64 manual_caps, int nr_vcpu
 	t->vm = __vm_create_with_vcpus(VM_SHAPE(host_page_mode()), nr_vcpus, 0,
 				       guest_code, t->vcpus);
 	t->vcpu = t->vcpus[0];
+	t->pass_vcpus = 1;
 	kvm_eager_split_chunk_size = 0;
 	slot0_no_thp(t->vm);
 
@@ -439,24 +444,77 @@ static void destroy_test_vm(struct test_vm *t)
 	kvm_vm_free(t->vm);
 }
 
+static void run_pass_vcpu(struct kvm_vcpu *vcpu)
+{
+	struct ucall uc;
+
+	vcpu_run(vcpu);
+	switch (get_ucall(vcpu, &uc)) {
+	case UCALL_SYNC:
+		TEST_ASSERT_EQ(uc.args[1], guest_cmd);
+		break;
+	case UCALL_ABORT:
+		REPORT_GUEST_ASSERT(uc);
+		break;
+	default:
+		TEST_FAIL("unexpected ucall %lu", uc.cmd);
+	}
+}
+
+static void *pass_vcpu_thread(void *arg)
+{
+	run_pass_vcpu(arg);
+	return NULL;
+}
+
+/* The faults of a pass's vCPUs so far: host, EL2, stale TLB entries. */
+static void pass_vcpu_stats(struct kvm_vcpu **vcpus, int nr, u64 *host, u64 *el2,
+			    u64 *spurious)
+{
+	int v;
+
+	*host = *el2 = *spurious = 0;
+	for (v = 0; v < nr; v++) {
+		*host += vcpu_get_stat(vcpus[v], stage2_mem_faults);
+		*el2 += vcpu_get_stat(vcpus[v], el2_dirty_faults);
+		*spurious += vcpu_get_stat(vcpus[v], el2_spurious_faults);
+	}
+}
+
 /*
  * Run one guest pass over pages first + offset + k * stride < last and
  * return the stage-2 memory faults it took, wherever they were resolved
  * (the host or, for dirty-logging write faults under pKVM, EL2); a stale
- * TLB entry fixed at EL2 is not one. pass_faults has the breakdown. Writes also record the pages in
- * t->expect, the bitmap of pages the guest dirtied.
+ * TLB entry fixed at EL2 is not one. pass_faults has the breakdown. The
+ * pass runs on t->vcpu or, with t->pass_vcpus at 2, on vCPUs 0 and 1 at
+ * once, each taking every other page of the pass, so that both fault in
+ * the same blocks. Writes also record the pages in t->expect, the bitmap
+ * of pages the guest dirtied.
  */
 static u64 guest_pass(struct test_vm *t, int cmd, u64 first, u64 last,
 		      u64 stride, u64 offset, u8 seed)
 {
-	struct ucall uc;
-	u64 i;
+	struct kvm_vcpu *vcpus[2] = { t->vcpu };
+	int v, nr = t->pass_vcpus == 2 ? 2 : 1;
+	u64 i, host, el2, spurious;
+	pthread_t thread;
 
 	guest_cmd = cmd;
 	guest_first = first;
 	guest_last = last;
-	guest_stride = stride;
-	guest_offset = offset;
+	for (v = 0; v < MAX_VCPUS; v++) {
+		guest_stride[v] = stride;
+		guest_offset[v] = offset;
+	}
+	if (nr == 2) {
+		TEST_ASSERT(t->vcpus[1], "a pass of 2 vCPUs in a VM of one");
+		vcpus[0] = t->vcpus[0];
+		vcpus[1] = t->vcpus[1];
+		for (v = 0; v < 2; v++) {
+			guest_stride[vcpus[v]->id] = 2 * stride;
+			guest_offset[vcpus[v]->id] = offset + v * stride;
+		}
+	}
 	guest_seed = seed;
 	sync_global_to_guest(t->vm, guest_cmd);
 	sync_global_to_guest(t->vm, guest_first);
@@ -467,21 +525,13 @@ static u64 guest_pass(struct test_vm *t, int cmd, u64 first, u64 last,
 	sync_global_to_guest(t->vm, page_seed);
 
 	hyp_events_read();
-	pass_faults.host = vcpu_get_stat(t->vcpu, stage2_mem_faults);
-	pass_faults.el2 = vcpu_get_stat(t->vcpu, el2_dirty_faults);
+	pass_vcpu_stats(vcpus, nr, &host, &el2, &spurious);
 	pass_faults.full = hyp.fault_full;
-	pass_faults.spurious = vcpu_get_stat(t->vcpu, el2_spurious_faults);
-	vcpu_run(t->vcpu);
-	switch (get_ucall(t->vcpu, &uc)) {
-	case UCALL_SYNC:
-		TEST_ASSERT_EQ(uc.args[1], cmd);
-		break;
-	case UCALL_ABORT:
-		REPORT_GUEST_ASSERT(uc);
-		break;
-	default:
-		TEST_FAIL("unexpected ucall %lu", uc.cmd);
-	}
+	if (nr == 2)
+		pthread_create(&thread, NULL, pass_vcpu_thread, vcpus[1]);
+	run_pass_vcpu(vcpus[0]);
+	if (nr == 2)
+		pthread_join(thread, NULL);
 
 	if (cmd == CMD_WRITE) {
 		for (i = first + offset; i < last; i += stride) {
@@ -491,11 +541,12 @@ static u64 guest_pass(struct test_vm *t, int cmd, u64 first, u64 last,
 		}
 	}
 	hyp_events_read();
-	pass_faults.host = vcpu_get_stat(t->vcpu, stage2_mem_faults) - pass_faults.host;
-	pass_faults.el2 = vcpu_get_stat(t->vcpu, el2_dirty_faults) - pass_faults.el2;
+	pass_vcpu_stats(vcpus, nr, &pass_faults.host, &pass_faults.el2,
+			&pass_faults.spurious);
+	pass_faults.host -= host;
+	pass_faults.el2 -= el2;
+	pass_faults.spurious -= spurious;
 	pass_faults.full = hyp.fault_full - pass_faults.full;
-	pass_faults.spurious = vcpu_get_stat(t->vcpu, el2_spurious_faults) -
-			       pass_faults.spurious;
 	return pass_faults.host + pass_faults.el2;
 }
 
@@ -2148,12 +2199,25 @@ static bool host_is_pkvm(void)
  * pKVM the guest's stage-2 at EL2 against the page states and the host's
  * records (pkvm_split_check), and SecPageTables back to its baseline after
  * each VM. A failure prints the seed and the step: -s SEED replays it.
+ *
+ * The VM has two vCPUs; a guest pass runs on one or on both at once. On
+ * pKVM, every pass takes exactly the faults EL2's stage-2 says it must,
+ * read before it: while logging, one per page written that was not
+ * writable or read that was not mapped; otherwise at least one and at
+ * most that many. After a clear whose top-up failed, until logging starts
+ * again, a write pass may take one fault more per block it writes in: the
+ * fallback write-protects what it could not split, and a page of such a
+ * block can take two faults (seen once, not yet explained). And while
+ * logging, no page clean in the model may be mapped writable (its next
+ * write would not be logged).
  */
 struct fuzz {
 	struct test_vm t;
 	struct raw_vm pvm;
-	bool live, manual, logging, pvm_live, fast;
-	u64 seed, step, rng, secpt, ops[16], raw_calls;
+	bool live, manual, logging, pvm_live, fast, masks, topup_failed;
+	u64 seed, step, rng, secpt, ops[16], raw_calls, two_vcpu_passes;
+	/* EL2's stage-2 of the data slot after the last step: bit per page. */
+	u64 mapped[MAX_PAGES / 64], writable[MAX_PAGES / 64];
 	const char *op;
 	bool done;
 };
@@ -2227,11 +2291,58 @@ static void fz_new_vm(void)
 	fz.manual = fz_below(2);
 	/* A VM takes the fast path's switch as it is when it is created. */
 	fz.fast = pkvm && fast_dirty_enabled();
-	create_test_vm(&fz.t, fz.manual ? KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
-					  KVM_DIRTY_LOG_INITIALLY_SET : 0);
+	create_test_vm_vcpus(&fz.t, fz.manual ? KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
+						KVM_DIRTY_LOG_INITIALLY_SET : 0, 2);
 	fz.live = true;
 	fz.logging = false;
+	fz.masks = false;
+	fz.topup_failed = false;
+	/* Both vCPUs run once: their own pages of slot 0 are mapped from now on. */
+	fz.t.pass_vcpus = 2;
 	guest_pass(&fz.t, CMD_WRITE, 0, fz.t.npages, 1, 0, 1);
+	fz.t.pass_vcpus = 1;
+}
+
+static bool fz_bit(const u64 *mask, u64 page)
+{
+	return mask[page / 64] & BIT_ULL(page % 64);
+}
+
+/*
+ * The data slot's lines of pkvm_split_check: "slot N gfn G pages P", then
+ * "gfn mapped writable" per 64 pages, into fz.mapped and fz.writable.
+ */
+static void fz_read_masks(FILE *f, const char *path)
+{
+	u64 gfn, base = 0, pages = 0, mapped, writable, lines = 0;
+	bool data = false;
+	char line[128];
+	long result = -1;
+	int slot;
+
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "slot %d gfn 0x%lx pages %lu", &slot, &gfn, &pages) == 3) {
+			data = slot == DATA_SLOT;
+			if (data)
+				base = gfn;
+		} else if (sscanf(line, "0x%lx 0x%lx 0x%lx", &gfn, &mapped, &writable) == 3) {
+			if (!data)
+				continue;
+			TEST_ASSERT(gfn >= base && gfn - base < fz.t.npages && !((gfn - base) % 64),
+				    "%s: line for gfn 0x%lx in a slot at 0x%lx", path, gfn, base);
+			fz.mapped[(gfn - base) / 64] = mapped;
+			fz.writable[(gfn - base) / 64] = writable;
+			lines++;
+		} else {
+			TEST_ASSERT(sscanf(line, "masks %ld", &result) == 1,
+				    "%s: unexpected line '%s'", path, line);
+		}
+	}
+	TEST_ASSERT(!result, "%s: EL2's page masks: error %ld", path, result);
+	TEST_ASSERT(lines == DIV_ROUND_UP(fz.t.npages, 64),
+		    "%s: %lu lines of masks for the data slot's %lu pages", path, lines,
+		    fz.t.npages);
+	fz.masks = true;
 }
 
 /*
@@ -2241,7 +2352,8 @@ static void fz_new_vm(void)
  */
 static void fz_check_el2(void)
 {
-	u64 calls, pages, blocks, marked, hpages, hblocks, hsplit, bad;
+	u64 calls, pages, blocks, marked, hpages, hblocks, hsplit, records, bad;
+	u64 tables, split_cache, i;
 	char path[128];
 	long result;
 	FILE *f;
@@ -2255,15 +2367,26 @@ static void fz_check_el2(void)
 	TEST_ASSERT(f, "%s: %s (the random test needs CONFIG_PKVM_SPLIT_ABI_TEST)",
 		    path, strerror(errno));
 	n = fscanf(f, "el2: calls %lu pages %lu blocks %lu marked %lu\n"
-		   "host: pages %lu blocks %lu split %lu\nresult %ld bad_ipa 0x%lx",
+		   "host: pages %lu blocks %lu split %lu records %lu\n"
+		   "result %ld bad_ipa 0x%lx\nel2 pages: tables %lu split_cache %lu\n",
 		   &calls, &pages, &blocks, &marked, &hpages, &hblocks, &hsplit,
-		   &result, &bad);
-	fclose(f);
-	TEST_ASSERT(n == 9, "%s: %d fields read", path, n);
+		   &records, &result, &bad, &tables, &split_cache);
+	TEST_ASSERT(n == 12, "%s: %d fields read", path, n);
+	/* -EIO: a record EL2 does not map as recorded (the kernel log says which). */
 	TEST_ASSERT(!result, "EL2 stage-2 check: error %ld at IPA 0x%lx", result, bad);
 	TEST_ASSERT(pages == hpages && blocks == hblocks,
 		    "EL2: %lu pages, %lu blocks; host: %lu pages, %lu blocks, %lu split",
 		    pages, blocks, hpages, hblocks, hsplit);
+	TEST_ASSERT(tables >= hsplit, "EL2: %lu last-level tables for %lu split blocks",
+		    tables, hsplit);
+	fz_read_masks(f, path);
+	fclose(f);
+
+	if (!fz.logging)
+		return;
+	for (i = 0; i < fz.t.npages; i++)
+		TEST_ASSERT(test_bit(i, fz.t.expect) || !fz_bit(fz.writable, i),
+			    "page %lu: clean in the log but writable at EL2", i);
 }
 
 /*
@@ -2293,14 +2416,36 @@ static void fz_raw(void)
 }
 
 /*
- * Where the faults of the pass just run were resolved: EL2 resolves none
- * while the slot is not logging, nor in a VM created with the fast path
- * off. The same pass run again at once takes no fault at all.
+ * The faults of the pass just run (@faults), against EL2's stage-2 before
+ * it (fz.mapped, fz.writable), and where they were resolved: EL2 resolves
+ * none while the slot is not logging, nor in a VM created with the fast
+ * path off. The same pass run again at once takes no fault at all.
  */
-static void fz_check_pass(int cmd, u64 first, u64 last, u64 stride, u64 offset, u8 seed)
+static void fz_check_pass(int cmd, u64 first, u64 last, u64 stride, u64 offset, u8 seed,
+			  u64 faults)
 {
-	u64 faults;
+	const u64 *mask = cmd == CMD_WRITE ? fz.writable : fz.mapped;
+	u64 i, need = 0, blocks = 0, b = ~0ULL, extra = 0;
+	bool ok;
 
+	if (fz.masks) {
+		for (i = first + offset; i < last; i += stride) {
+			need += !fz_bit(mask, i);
+			blocks += i / fz.t.pages_per_block != b;
+			b = i / fz.t.pages_per_block;
+		}
+		if (cmd == CMD_WRITE && fz.topup_failed)
+			extra = blocks;
+		if (fz.logging)
+			ok = faults >= need && faults <= need + extra;
+		else
+			ok = faults <= need + extra && (!need || faults);
+		TEST_ASSERT(ok, "%s, %d vCPU(s): %lu faults (%lu at EL2), %lu pages %s before%s%s",
+			    fz.op, fz.t.pass_vcpus, faults, pass_faults.el2, need,
+			    cmd == CMD_WRITE ? "not writable" : "not mapped",
+			    fz.logging ? " while logging" : "",
+			    extra ? ", after a failed top-up" : "");
+	}
 	TEST_ASSERT(!pass_faults.el2 || (fz.logging && fz.fast),
 		    "%s: %lu faults resolved at EL2 %s", fz.op, pass_faults.el2,
 		    fz.logging ? "in a VM created with the fast path off" :
@@ -2313,7 +2458,7 @@ static void fz_check_pass(int cmd, u64 first, u64 last, u64 stride, u64 offset, 
 static void fz_step(int op)
 {
 	struct test_vm *t = &fz.t;
-	u64 first, nr, stride, offset;
+	u64 first, nr, stride, offset, faults;
 	u8 seed;
 
 	switch (op) {
@@ -2323,12 +2468,18 @@ static void fz_step(int op)
 		stride = 1 + fz_below(7);
 		offset = fz_below(stride);
 		seed = 2 + fz_below(250);
-		guest_pass(t, CMD_WRITE, first, first + nr, stride, offset, seed);
-		fz_check_pass(CMD_WRITE, first, first + nr, stride, offset, seed);
+		t->pass_vcpus = 1 + fz_below(2);
+		fz.two_vcpu_passes += t->pass_vcpus == 2;
+		faults = guest_pass(t, CMD_WRITE, first, first + nr, stride, offset, seed);
+		fz_check_pass(CMD_WRITE, first, first + nr, stride, offset, seed, faults);
+		t->pass_vcpus = 1;
 		break;
 	case FZ_READ:
-		guest_pass(t, CMD_READ, 0, t->npages, 1, 0, 0);
-		fz_check_pass(CMD_READ, 0, t->npages, 1, 0, 0);
+		t->pass_vcpus = 1 + fz_below(2);
+		fz.two_vcpu_passes += t->pass_vcpus == 2;
+		faults = guest_pass(t, CMD_READ, 0, t->npages, 1, 0, 0);
+		fz_check_pass(CMD_READ, 0, t->npages, 1, 0, 0, faults);
+		t->pass_vcpus = 1;
 		break;
 	case FZ_LOG:
 		fz.logging = !fz.logging;
@@ -2336,6 +2487,7 @@ static void fz_step(int op)
 					fz.logging ? KVM_MEM_LOG_DIRTY_PAGES : 0);
 		if (fz.logging)
 			fz_log_started();
+		fz.topup_failed = false;
 		memset(blk_split, 0, sizeof(blk_split));
 		break;
 	case FZ_CLEAR:
@@ -2384,6 +2536,7 @@ static void fz_step(int op)
 		    access("/proc/thread-self/make-it-fail", W_OK))
 			break;
 		clear_all_failing(t, fz_below(20));
+		fz.topup_failed = true;
 		break;
 	case FZ_NEW_VM:
 		fz_new_vm();
@@ -2410,6 +2563,8 @@ static void test_random_sequence(u64 seed, u64 steps)
 	fz.secpt = sec_pagetables_kb();
 	pr_info("random sequence: seed 0x%lx, %lu steps\n", seed, steps);
 	fz_new_vm();
+	check_memory(&fz.t, "the first VM");
+	fz_check_el2();
 
 	for (op = 0; op < FZ_NR; op++)
 		total += fz_weight[op];
@@ -2439,7 +2594,8 @@ static void test_random_sequence(u64 seed, u64 steps)
 	printf("random sequence: seed 0x%lx, %lu steps passed:", seed, steps);
 	for (i = 0; i < FZ_NR; i++)
 		printf(" %lu %s,", fz.ops[i], fz_names[i]);
-	printf(" %lu raw hostile calls in all\n", fz.raw_calls);
+	printf(" %lu raw hostile calls in all, %lu guest passes on two vCPUs\n", fz.raw_calls,
+	       fz.two_vcpu_passes);
 }
 
 /* -t: the one scenario to run, or all of them. */
