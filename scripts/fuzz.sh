@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# fuzz.sh [steps] [runs]: the random sequence test of pkvm_eager_split_test
-# (-z), long: <runs> fresh seeds (default 4) of <steps> steps each (default
+# fuzz.sh [steps] [runs]: the random sequence test (pkvm_split_fuzz_test),
+# long: <runs> fresh seeds (default 4) of <steps> steps each (default
 # 2000) in each protected mode, one boot per mode, seeds from /dev/urandom
 # and printed. Results go to bench/fuzz/<date>/: the serial logs and
 # summary.txt (seed, steps, verdict per run); a failing seed is replayed
-# with `pkvm_eager_split_test -z <steps> -s <seed>`, and becomes a
+# with `pkvm_split_fuzz_test -z <steps> -s <seed>`, and becomes a
 # regression seed in selftests/matrix.list.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -24,7 +24,7 @@ list=$BUILD/fuzz.list
 for mode in protected protected-nvhe; do
 	for i in $(seq 1 "$runs"); do
 		seed=0x$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
-		echo "$mode fuzz_$i $per_run ./pkvm_eager_split_test -z $steps -s $seed" >> "$list"
+		echo "$mode fuzz_$i $per_run ./pkvm_split_fuzz_test -z $steps -s $seed" >> "$list"
 	done
 done
 cp "$list" "$out/fuzz.list"

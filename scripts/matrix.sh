@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make matrix`: build the kernel with 4K, 16K and 64K pages, with and without
 # NVHE_EL2_DEBUG, and boot the 16K (52-bit, LPA2) and 64K (debug) kernels in
-# protected mode running pkvm_eager_split_test. Results:
+# protected mode running the pKVM eager-split tests. Results:
 # $BUILD/matrix-results.txt.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -35,7 +35,11 @@ for v in $VARIANTS; do
 done
 
 list=$BUILD/matrix-boot.list
-echo "all pkvm_eager_split_test 1800 ./pkvm_eager_split_test -a -f" > "$list"
+{
+	echo "all pkvm_split_test 1200 ./pkvm_split_test -f"
+	echo "all pkvm_split_race_test 1200 ./pkvm_split_race_test"
+	echo "protected pkvm_split_abi_test 600 ./pkvm_split_abi_test -a"
+} > "$list"
 MATRIX=$list INITRAMFS_OUT=$BUILD/matrix-initramfs.cpio "$TOP/scripts/mk-initramfs.sh" >/dev/null
 for v in $BOOTS; do
 	INITRD=$BUILD/matrix-initramfs.cpio "$TOP/scripts/boot.sh" protected "$v" protected |

@@ -1,0 +1,499 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pkvm_split_fuzz_test - random sequences of what reaches the split and
+ * restore ABI, checked after every step against a model (see
+ * test_random_sequence()). -s SEED replays a sequence.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+
+#include "delay.h"
+#include "kvm_util.h"
+#include "pkvm_split.h"
+#include "processor.h"
+#include "test_util.h"
+#include "ucall.h"
+
+/*
+ * Random sequence test (-z STEPS): from a seed, a sequence of the steps
+ * that reach the split and restore ABI and what it interacts with (guest
+ * reads and writes, dirty logging on and off, clears of random ranges,
+ * KVM_GET_DIRTY_LOG, slot moves, deletes, mprotect(), the pKVM knobs, top-ups
+ * that fail part-way, VM teardown and creation with and without
+ * manual-protect, a protected VM started and stopped beside it, bursts of
+ * raw hostile hypercalls made by the kernel (pkvm_split_raw: each call
+ * checked there against EL2's own page counts)), checked after every step
+ * against a model: every word of guest memory, the exact dirty log, and on
+ * pKVM the guest's stage-2 at EL2 against the page states and the host's
+ * records (pkvm_split_check), and SecPageTables back to its baseline after
+ * each VM. A failure prints the seed and the step: -s SEED replays it.
+ *
+ * The VM has two vCPUs; a guest pass runs on one or on both at once. On
+ * pKVM, every pass takes exactly the faults EL2's stage-2 says it must,
+ * read before it: while logging, one per page written that was not
+ * writable or read that was not mapped; otherwise at least one and at
+ * most that many. After a clear whose top-up failed, until logging starts
+ * again, a write pass may take one fault more per block it writes in: the
+ * fallback write-protects what it could not split, and a page of such a
+ * block can take two faults (seen once, not yet explained). And while
+ * logging, no page clean in the model may be mapped writable (its next
+ * write would not be logged).
+ */
+struct fuzz {
+	struct test_vm t;
+	struct raw_vm pvm;
+	bool live, manual, logging, pvm_live, fast, masks, topup_failed;
+	u64 seed, step, rng, secpt, ops[16], raw_calls, two_vcpu_passes;
+	/* EL2's stage-2 of the data slot after the last step: bit per page. */
+	u64 mapped[MAX_PAGES / 64], writable[MAX_PAGES / 64];
+	const char *op;
+	bool done;
+};
+
+static struct fuzz fz;
+
+enum {
+	FZ_WRITE, FZ_READ, FZ_LOG, FZ_CLEAR, FZ_GET, FZ_MOVE, FZ_DELETE,
+	FZ_MPROTECT, FZ_KNOBS, FZ_TOPUP, FZ_NEW_VM, FZ_RAW, FZ_PVM, FZ_NR,
+};
+
+static const char * const fz_names[FZ_NR] = {
+	"write pass", "read pass", "logging on/off", "clear a range",
+	"get the dirty log", "move the slot and back", "delete and re-create the slot",
+	"mprotect read-only and back", "flip the pKVM knobs", "clear with a failing top-up",
+	"new VM", "raw hostile calls", "start or stop a protected VM",
+};
+
+/* Relative weights: guest passes and the log most often. */
+static const u64 fz_weight[FZ_NR] = { 6, 3, 3, 5, 3, 1, 1, 1, 1, 1, 1, 3, 1 };
+
+static u64 fz_rand(void)
+{
+	/* xorshift64*: reproducible from the seed on any libc. */
+	fz.rng ^= fz.rng >> 12;
+	fz.rng ^= fz.rng << 25;
+	fz.rng ^= fz.rng >> 27;
+	return fz.rng * 0x2545f4914f6cdd1dULL;
+}
+
+static u64 fz_below(u64 n)
+{
+	return fz_rand() % n;
+}
+
+static void fz_report(void)
+{
+	if (fz.seed && !fz.done)
+		printf("random sequence: FAILED at seed 0x%lx step %lu (%s): replay with %s\n",
+		       fz.seed, fz.step, fz.op ?: "setup", "-z <step + 1> -s <seed>");
+}
+
+/* The log model after logging starts, or the slot is re-created logging. */
+static void fz_log_started(void)
+{
+	if (fz.manual)
+		bitmap_fill(fz.t.expect, fz.t.npages);
+	else
+		bitmap_zero(fz.t.expect, fz.t.npages);
+}
+
+/* A protected VM beside the test's, or not: its memory is donated to it. */
+static void fz_toggle_pvm(void)
+{
+	if (fz.pvm_live)
+		stop_raw_vm(&fz.pvm);
+	else
+		start_raw_vm(&fz.pvm, KVM_VM_TYPE_ARM_PROTECTED, true);
+	fz.pvm_live = !fz.pvm_live;
+}
+
+static void fz_new_vm(void)
+{
+	/* SecPageTables is back to its baseline without the protected VM. */
+	if (fz.pvm_live)
+		fz_toggle_pvm();
+	if (fz.live) {
+		destroy_test_vm(&fz.t);
+		check_no_leak(fz.secpt, "a VM of the random sequence");
+	}
+	fz.manual = fz_below(2);
+	/* A VM takes the fast path's switch as it is when it is created. */
+	fz.fast = pkvm && fast_dirty_enabled();
+	create_test_vm_vcpus(&fz.t, fz.manual ? KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
+						KVM_DIRTY_LOG_INITIALLY_SET : 0, 2);
+	fz.live = true;
+	fz.logging = false;
+	fz.masks = false;
+	fz.topup_failed = false;
+	/* Both vCPUs run once: their own pages of slot 0 are mapped from now on. */
+	fz.t.pass_vcpus = 2;
+	guest_write(&fz.t, .seed = 1);
+	fz.t.pass_vcpus = 1;
+}
+
+static bool fz_bit(const u64 *mask, u64 page)
+{
+	return mask[page / 64] & BIT_ULL(page % 64);
+}
+
+/*
+ * The data slot's lines of pkvm_split_check: "slot N gfn G pages P", then
+ * "gfn mapped writable" per 64 pages, into fz.mapped and fz.writable.
+ */
+static void fz_read_masks(FILE *f, const char *path)
+{
+	u64 gfn, base = 0, pages = 0, mapped, writable, lines = 0;
+	bool data = false;
+	char line[128];
+	long result = -1;
+	int slot;
+
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "slot %d gfn 0x%lx pages %lu", &slot, &gfn, &pages) == 3) {
+			data = slot == DATA_SLOT;
+			if (data)
+				base = gfn;
+		} else if (sscanf(line, "0x%lx 0x%lx 0x%lx", &gfn, &mapped, &writable) == 3) {
+			if (!data)
+				continue;
+			TEST_ASSERT(gfn >= base && gfn - base < fz.t.npages && !((gfn - base) % 64),
+				    "%s: line for gfn 0x%lx in a slot at 0x%lx", path, gfn, base);
+			fz.mapped[(gfn - base) / 64] = mapped;
+			fz.writable[(gfn - base) / 64] = writable;
+			lines++;
+		} else {
+			TEST_ASSERT(sscanf(line, "masks %ld", &result) == 1,
+				    "%s: unexpected line '%s'", path, line);
+		}
+	}
+	TEST_ASSERT(!result, "%s: EL2's page masks: error %ld", path, result);
+	TEST_ASSERT(lines == DIV_ROUND_UP(fz.t.npages, 64),
+		    "%s: %lu lines of masks for the data slot's %lu pages", path, lines,
+		    fz.t.npages);
+	fz.masks = true;
+}
+
+/*
+ * The guest's stage-2 at EL2 agrees with the page states and with the
+ * host's records: as many pages mapped, a block leaf for every record of
+ * a whole block that is not split.
+ */
+static void fz_check_el2(void)
+{
+	u64 calls, pages, blocks, marked, hpages, hblocks, hsplit, records, bad;
+	u64 tables, split_cache, i;
+	char path[128];
+	long result;
+	FILE *f;
+	int n;
+
+	if (!pkvm)
+		return;
+	snprintf(path, sizeof(path), "/sys/kernel/debug/kvm/%d-%d/pkvm_split_check",
+		 getpid(), fz.t.vm->fd);
+	f = fopen(path, "r");
+	TEST_ASSERT(f, "%s: %s (the random test needs CONFIG_PKVM_SPLIT_ABI_TEST)",
+		    path, strerror(errno));
+	n = fscanf(f, "el2: calls %lu pages %lu blocks %lu marked %lu\n"
+		   "host: pages %lu blocks %lu split %lu records %lu\n"
+		   "result %ld bad_ipa 0x%lx\nel2 pages: tables %lu split_cache %lu\n",
+		   &calls, &pages, &blocks, &marked, &hpages, &hblocks, &hsplit,
+		   &records, &result, &bad, &tables, &split_cache);
+	TEST_ASSERT(n == 12, "%s: %d fields read", path, n);
+	/* -EIO: a record EL2 does not map as recorded (the kernel log says which). */
+	TEST_ASSERT(!result, "EL2 stage-2 check: error %ld at IPA 0x%lx", result, bad);
+	TEST_ASSERT(pages == hpages && blocks == hblocks,
+		    "EL2: %lu pages, %lu blocks; host: %lu pages, %lu blocks, %lu split",
+		    pages, blocks, hpages, hblocks, hsplit);
+	TEST_ASSERT(tables >= hsplit, "EL2: %lu last-level tables for %lu split blocks",
+		    tables, hsplit);
+	fz_read_masks(f, path);
+	fclose(f);
+
+	if (!fz.logging)
+		return;
+	for (i = 0; i < fz.t.npages; i++)
+		TEST_ASSERT(test_bit(i, fz.t.expect) || !fz_bit(fz.writable, i),
+			    "page %lu: clean in the log but writable at EL2", i);
+}
+
+/*
+ * A burst of random raw hostile calls for the VM, made and checked one by
+ * one by the kernel (CONFIG_PKVM_SPLIT_ABI_TEST: pkvm_split_raw); a
+ * failure is described in the kernel log, with the kernel's seed and step.
+ */
+static void fz_raw(void)
+{
+	u64 seed = fz_rand(), steps = 1 + fz_below(16);
+	char path[128], val[64];
+	ssize_t ret;
+	int fd, len;
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/kvm/%d-%d/pkvm_split_raw",
+		 getpid(), fz.t.vm->fd);
+	fd = open(path, O_WRONLY);
+	TEST_ASSERT(fd >= 0, "%s: %s (the random test needs CONFIG_PKVM_SPLIT_ABI_TEST)",
+		    path, strerror(errno));
+	len = snprintf(val, sizeof(val), "%lx %lu", seed, steps);
+	ret = write(fd, val, len);
+	TEST_ASSERT(ret == len,
+		    "raw hostile calls, kernel seed 0x%lx, %lu steps: %s (the kernel log says which call)",
+		    seed, steps, ret < 0 ? strerror(errno) : "short write");
+	close(fd);
+	fz.raw_calls += steps;
+}
+
+/*
+ * The host's own unmap, write-protect and test-and-clear-young of random
+ * records (fz_raw()) reach slot 0 too (the guest's code, stacks and
+ * page_seed[]), and an old page takes an access-flag fault that EL2's
+ * masks do not show. Both vCPUs read every page, then each rewrites a
+ * page with what it holds, so that both branches of a pass have run and
+ * the passes the test counts next take only the faults it models.
+ */
+static void fz_rewarm(void)
+{
+	struct test_vm *t = &fz.t;
+	u64 v;
+
+	t->pass_vcpus = 2;
+	guest_read(t);
+	t->pass_vcpus = 1;
+	for (v = 0; v < 2; v++) {
+		t->vcpu = t->vcpus[v];
+		guest_write(t, .first = v, .last = v + 1, .seed = page_seed[v]);
+	}
+	t->vcpu = t->vcpus[0];
+}
+
+/*
+ * The faults of the pass just run (@faults), against EL2's stage-2 before
+ * it (fz.mapped, fz.writable), and where they were resolved: EL2 resolves
+ * none while the slot is not logging, nor in a VM created with the fast
+ * path off. The same pass run again at once takes no fault at all.
+ */
+static void fz_check_pass(int cmd, u64 first, u64 last, u64 stride, u64 offset, u8 seed,
+			  u64 faults)
+{
+	const u64 *mask = cmd == CMD_WRITE ? fz.writable : fz.mapped;
+	u64 i, need = 0, blocks = 0, b = ~0ULL, extra = 0;
+	bool ok;
+
+	if (fz.masks) {
+		for (i = first + offset; i < last; i += stride) {
+			need += !fz_bit(mask, i);
+			blocks += i / fz.t.pages_per_block != b;
+			b = i / fz.t.pages_per_block;
+		}
+		if (cmd == CMD_WRITE && fz.topup_failed)
+			extra = blocks;
+		if (fz.logging)
+			ok = faults >= need && faults <= need + extra;
+		else
+			ok = faults <= need + extra && (!need || faults);
+		TEST_ASSERT(ok, "%s, %d vCPU(s): %lu faults (%lu at EL2), %lu pages %s before%s%s",
+			    fz.op, fz.t.pass_vcpus, faults, pass_faults.el2, need,
+			    cmd == CMD_WRITE ? "not writable" : "not mapped",
+			    fz.logging ? " while logging" : "",
+			    extra ? ", after a failed top-up" : "");
+	}
+	TEST_ASSERT(!pass_faults.el2 || (fz.logging && fz.fast),
+		    "%s: %lu faults resolved at EL2 %s", fz.op, pass_faults.el2,
+		    fz.logging ? "in a VM created with the fast path off" :
+				 "while the slot is not logging");
+	faults = guest_pass(&fz.t, cmd, first, last, stride, offset, seed);
+	TEST_ASSERT(!faults, "%s: the same pass again took %lu faults (%lu at EL2)",
+		    fz.op, faults, pass_faults.el2);
+}
+
+static void fz_step(int op)
+{
+	struct test_vm *t = &fz.t;
+	u64 first, nr, stride, offset, faults;
+	u8 seed;
+
+	switch (op) {
+	case FZ_WRITE:
+		first = fz_below(t->npages);
+		nr = 1 + fz_below(t->npages - first);
+		stride = 1 + fz_below(7);
+		offset = fz_below(stride);
+		seed = 2 + fz_below(250);
+		t->pass_vcpus = 1 + fz_below(2);
+		fz.two_vcpu_passes += t->pass_vcpus == 2;
+		faults = guest_write(t, .first = first, .last = first + nr, .stride = stride,
+				     .offset = offset, .seed = seed);
+		fz_check_pass(CMD_WRITE, first, first + nr, stride, offset, seed, faults);
+		t->pass_vcpus = 1;
+		break;
+	case FZ_READ:
+		t->pass_vcpus = 1 + fz_below(2);
+		fz.two_vcpu_passes += t->pass_vcpus == 2;
+		faults = guest_read(t);
+		fz_check_pass(CMD_READ, 0, t->npages, 1, 0, 0, faults);
+		t->pass_vcpus = 1;
+		break;
+	case FZ_LOG:
+		fz.logging = !fz.logging;
+		vm_mem_region_set_flags(t->vm, DATA_SLOT,
+					fz.logging ? KVM_MEM_LOG_DIRTY_PAGES : 0);
+		if (fz.logging)
+			fz_log_started();
+		fz.topup_failed = false;
+		memset(blk_split, 0, sizeof(blk_split));
+		break;
+	case FZ_CLEAR:
+		if (!fz.logging || !fz.manual)
+			break;
+		first = 64 * fz_below(t->npages / 64);
+		nr = 64 * (1 + fz_below((t->npages - first) / 64));
+		clear_range(t, first, nr);
+		break;
+	case FZ_GET:
+		if (!fz.logging)
+			break;
+		kvm_vm_get_dirty_log(t->vm, DATA_SLOT, t->bitmap);
+		check_bitmap(t, "random sequence");
+		/* Without manual-protect, the get also clears the log. */
+		if (!fz.manual)
+			bitmap_zero(t->expect, t->npages);
+		break;
+	case FZ_MOVE:
+	case FZ_DELETE:
+		set_data_region(t, op == FZ_MOVE ? DATA_GPA + SZ_4G : DATA_GPA,
+				op == FZ_MOVE ? t->npages * t->page_size : 0);
+		set_data_region(t, DATA_GPA, t->npages * t->page_size);
+		/*
+		 * A move keeps the slot's dirty bitmap; a slot created again
+		 * logging has a new one.
+		 */
+		if (op == FZ_DELETE && fz.logging)
+			fz_log_started();
+		break;
+	case FZ_MPROTECT:
+		TEST_ASSERT(!mprotect(t->hva, t->npages * t->page_size, PROT_READ),
+			    "mprotect RO");
+		TEST_ASSERT(!mprotect(t->hva, t->npages * t->page_size,
+				      PROT_READ | PROT_WRITE), "mprotect RW");
+		break;
+	case FZ_KNOBS:
+		if (!pkvm)
+			break;
+		write_file(FAST_DIRTY_PARAM, fz_below(2) ? "1" : "0");
+		split_wp = set_param(SPLIT_WP_PARAM, fz_below(2));
+		collapse = set_param(COLLAPSE_PARAM, fz_below(2));
+		break;
+	case FZ_TOPUP:
+		if (!pkvm || !fz.logging || !fz.manual || !disarm_page_alloc_failure() ||
+		    access("/proc/thread-self/make-it-fail", W_OK))
+			break;
+		clear_all_failing(t, fz_below(20));
+		fz.topup_failed = true;
+		break;
+	case FZ_NEW_VM:
+		fz_new_vm();
+		break;
+	case FZ_RAW:
+		if (pkvm) {
+			fz_raw();
+			fz_rewarm();
+		}
+		break;
+	case FZ_PVM:
+		if (pkvm)
+			fz_toggle_pvm();
+		break;
+	}
+}
+
+static void test_random_sequence(u64 seed, u64 steps)
+{
+	u64 total = 0, i, w;
+	int op;
+
+	memset(&fz, 0, sizeof(fz));
+	fz.seed = seed;
+	fz.rng = seed ?: 1;
+	fz.secpt = sec_pagetables_kb();
+	pr_info("random sequence: seed 0x%lx, %lu steps\n", seed, steps);
+	fz_new_vm();
+	check_memory(&fz.t, "the first VM");
+	fz_check_el2();
+
+	for (op = 0; op < FZ_NR; op++)
+		total += fz_weight[op];
+	for (fz.step = 0; fz.step < steps; fz.step++) {
+		w = fz_below(total);
+		for (op = 0; w >= fz_weight[op]; op++)
+			w -= fz_weight[op];
+		fz.op = fz_names[op];
+		fz.ops[op]++;
+		/* Named before it runs: a timeout or a panic still says which. */
+		fprintf(stderr, "# random sequence 0x%lx step %lu: %s\n", seed, fz.step, fz.op);
+		fz_step(op);
+		check_memory(&fz.t, fz.op);
+		fz_check_el2();
+	}
+	fz.op = "teardown";
+	if (fz.pvm_live)
+		fz_toggle_pvm();
+	destroy_test_vm(&fz.t);
+	check_no_leak(fz.secpt, "the random sequence");
+	if (pkvm) {
+		restore_fast_dirty();
+		split_wp = set_param(SPLIT_WP_PARAM, true);
+		collapse = set_param(COLLAPSE_PARAM, true);
+	}
+	fz.done = true;
+	printf("random sequence: seed 0x%lx, %lu steps passed:", seed, steps);
+	for (i = 0; i < FZ_NR; i++)
+		printf(" %lu %s,", fz.ops[i], fz_names[i]);
+	printf(" %lu raw hostile calls in all, %lu guest passes on two vCPUs\n", fz.raw_calls,
+	       fz.two_vcpu_passes);
+}
+
+int main(int argc, char *argv[])
+{
+	u64 steps = 100, seeds[8];
+	int opt, nr_seeds = 0, i;
+
+	while ((opt = getopt(argc, argv, "z:s:")) != -1) {
+		switch (opt) {
+		case 'z':
+			steps = strtoull(optarg, NULL, 0);
+			TEST_ASSERT(steps, "-z: a number of steps, not '%s'", optarg);
+			break;
+		case 's':
+			TEST_ASSERT(nr_seeds < ARRAY_SIZE(seeds), "at most %zu seeds",
+				    ARRAY_SIZE(seeds));
+			seeds[nr_seeds++] = strtoull(optarg, NULL, 0);
+			break;
+		default:
+			printf("usage: %s [-z STEPS] [-s SEED]...\n"
+			       " -z: steps per seed (default 100)\n"
+			       " -s: a seed (repeatable; default 0x1, 0x2 and a new one)\n",
+			       argv[0]);
+			/* A bad option is a broken test line, not a skip. */
+			exit(KSFT_FAIL);
+		}
+	}
+	pkvm_split_setup();
+
+	if (!nr_seeds) {
+		seeds[nr_seeds++] = 0x1;
+		seeds[nr_seeds++] = 0x2;
+		seeds[nr_seeds++] = now_us() ^ ((u64)getpid() << 32);
+	}
+	atexit(fz_report);
+	for (i = 0; i < nr_seeds; i++)
+		test_random_sequence(seeds[i], steps);
+	pr_info("PASS\n");
+	return 0;
+}

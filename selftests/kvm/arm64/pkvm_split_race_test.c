@@ -1,0 +1,726 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * pkvm_split_race_test - eager huge-page splitting racing with what could
+ * lose a dirty page, with nothing lost.
+ *
+ * Runs in every host mode (pKVM included), on the guest of pkvm_split_test:
+ *
+ * - vcpu-race: KVM_CLEAR_DIRTY_LOG splitting blocks while two vCPUs write
+ *   to them; every log collected is checked with dirty_log_test's rule.
+ * - slot-churn: splits while the memslot is deleted, moved and
+ *   mprotect()ed under them.
+ * - move-buffered: a memslot move while frames the vCPU dirtied at EL2 are
+ *   still in its buffer.
+ * - restore-churn: logging off (the restore) while the memslot churns and
+ *   a vCPU reads every page.
+ * - On pKVM, kill: the VMM killed inside a split and inside a restore;
+ *   every page it donated comes back.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+
+#include "delay.h"
+#include "kvm_util.h"
+#include "pkvm_split.h"
+#include "processor.h"
+#include "test_util.h"
+#include "ucall.h"
+
+/* Racing vCPUs each rewrite their half of the pages, pass after pass. */
+static void race_guest_code(u64 first, u64 last)
+{
+	u64 words = guest_page_size / 8, pass, i, w;
+
+	for (pass = 1;; pass++) {
+		for (i = first; i < last; i++) {
+			u64 *page = (u64 *)(TEST_GVA + i * guest_page_size);
+
+			for (w = 0; w < words; w++)
+				WRITE_ONCE(page[w], pattern(i, w, pass));
+		}
+		GUEST_SYNC(pass);
+	}
+}
+
+struct race_vcpu {
+	struct kvm_vcpu *vcpu;
+	pthread_t thread;
+	u64 first, last, passes;
+};
+
+static bool race_stop;
+
+static void *race_vcpu_thread(void *arg)
+{
+	struct race_vcpu *r = arg;
+	struct ucall uc;
+
+	do {
+		vcpu_run(r->vcpu);
+		switch (get_ucall(r->vcpu, &uc)) {
+		case UCALL_SYNC:
+			r->passes = uc.args[1];
+			break;
+		case UCALL_ABORT:
+			REPORT_GUEST_ASSERT(uc);
+			break;
+		default:
+			TEST_FAIL("unexpected ucall %lu", uc.cmd);
+		}
+	} while (!READ_ONCE(race_stop) || !r->passes);
+
+	return NULL;
+}
+
+/*
+ * dirty_log_test's rule for a log read while vCPUs write: every page whose
+ * word 0 changed since it was last cleared must be dirty. @now is word 0
+ * of each page read just before the log, @base word 0 just after the
+ * page's last clear, ~0 while it has not been cleared since logging was
+ * (re-)enabled (initially set: every page is dirty then). Returns how many
+ * pages changed.
+ */
+#define NOT_CLEARED	(~0ULL)
+
+static u64 word0(struct test_vm *t, u64 page)
+{
+	return READ_ONCE(*(u64 *)(t->hva + page * t->page_size));
+}
+
+static u64 check_log_rule(struct test_vm *t, unsigned long *log, const u64 *now,
+			  const u64 *base, const char *when)
+{
+	u64 i, changed = 0;
+
+	for (i = 0; i < t->npages; i++) {
+		if (base[i] == NOT_CLEARED || now[i] == base[i])
+			continue;
+		changed++;
+		TEST_ASSERT(test_bit(i, log),
+			    "%s: page %lu changed since its clear (0x%lx to 0x%lx), not in the log",
+			    when, i, base[i], now[i]);
+	}
+	return changed;
+}
+
+/*
+ * Split while two vCPUs keep writing the same range: clears of random
+ * 64-page words split blocks under write-protection faults, and logging is
+ * turned off (the vCPUs collapse blocks again) and back on now and then.
+ * Afterwards every word holds the last pass's data, and a final clear and
+ * write pass give an exact dirty log.
+ */
+static void test_split_vs_vcpu_faults(void)
+{
+	u64 words, round, j, w, i, faults, *now, *base, changed = 0;
+	struct race_vcpu r[2];
+	struct split_stats s0, s1;
+	unsigned long *log;
+	struct test_vm t;
+
+	create_test_vm_vcpus(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
+			     KVM_DIRTY_LOG_INITIALLY_SET, 3);
+	words = t.npages / 64;
+	race_stop = false;
+
+	/* vCPU 0 checks the end state: fault in its stack and globals now. */
+	guest_write(&t, .seed = 1);
+	for (i = 0; i < 2; i++) {
+		r[i].vcpu = t.vcpus[i + 1];
+		vcpu_set_reg(r[i].vcpu, ARM64_CORE_REG(regs.pc), (u64)race_guest_code);
+		r[i].first = i * t.npages / 2;
+		r[i].last = (i + 1) * t.npages / 2;
+		r[i].passes = 0;
+		vcpu_args_set(r[i].vcpu, 2, r[i].first, r[i].last);
+	}
+	for (i = 0; i < 2; i++)
+		pthread_create(&r[i].thread, NULL, race_vcpu_thread, &r[i]);
+
+	log = bitmap_zalloc(t.npages);
+	now = calloc(t.npages, sizeof(u64));
+	base = calloc(t.npages, sizeof(u64));
+	for (i = 0; i < t.npages; i++)
+		base[i] = NOT_CLEARED;
+	read_split_stats(&t, &s0);
+	vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
+	for (round = 0; round < 12; round++) {
+		if (round % 4 == 3) {
+			vm_mem_region_set_flags(t.vm, DATA_SLOT, 0);
+			usleep(50000);
+			vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
+			for (i = 0; i < t.npages; i++)
+				base[i] = NOT_CLEARED;
+		}
+		/* Read while the vCPUs write: no page written since its clear is lost. */
+		for (i = 0; i < t.npages; i++)
+			now[i] = word0(&t, i);
+		kvm_vm_get_dirty_log(t.vm, DATA_SLOT, log);
+		changed += check_log_rule(&t, log, now, base, "split vs vCPU faults");
+		w = random() % words;
+		for (j = 0; j < words; j++) {
+			w = (w + 5) % words;	/* visits every word: 5 and words are coprime */
+			clear_range(&t, w * 64, 64);
+			for (i = w * 64; i < w * 64 + 64; i++)
+				base[i] = word0(&t, i);
+		}
+	}
+	TEST_ASSERT(changed, "no page changed between a clear and a read of the log");
+	WRITE_ONCE(race_stop, true);
+	for (i = 0; i < 2; i++) {
+		pthread_join(r[i].thread, NULL);
+		/*
+		 * One more pass with nothing racing: a block broken on fault
+		 * in the last racing pass (a clear drops mmu_lock to top up
+		 * between write-protecting and splitting) has its pages
+		 * mapped again.
+		 */
+		race_vcpu_thread(&r[i]);
+		for (j = r[i].first; j < r[i].last; j++)
+			page_seed[j] = r[i].passes;
+	}
+	read_split_stats(&t, &s1);
+	pr_info("split vs vCPU faults: %lu and %lu passes, %lu blocks split in %lu hypercalls, %lu pages changed between a clear and a read, all in the log\n",
+		r[0].passes, r[1].passes, s1.blocks - s0.blocks, s1.hcalls - s0.hcalls, changed);
+	free(log);
+	free(now);
+	free(base);
+	for (i = 0; i < 2; i++)
+		pr_info("split vs vCPU faults: vCPU %lu: %lu faults resolved at EL2\n",
+			i + 1, vcpu_get_stat(r[i].vcpu, el2_dirty_faults));
+	TEST_ASSERT(!pkvm || s1.blocks - s0.blocks >= t.nr_blocks,
+		    "only %lu blocks split while the vCPUs ran", s1.blocks - s0.blocks);
+	check_memory(&t, "split vs vCPU faults");
+
+	/* Quiesced: one clear, then the dirty log must be exact again. */
+	for (i = 0; i < t.nr_blocks; i++)
+		blk_split[i] = false;
+	kvm_vm_get_dirty_log(t.vm, DATA_SLOT, t.bitmap);
+	bitmap_zero(t.expect, t.npages);
+	clear_range(&t, 0, t.npages);
+	faults = guest_read(&t);
+	TEST_ASSERT(!faults, "read pass after the race took %lu faults", faults);
+	check_write_pass(&t, 7, 3, 42, count_pages(0, t.npages, 7, 3),
+			 "write pass after the race");
+	destroy_test_vm(&t);
+}
+
+struct churn_ctx {
+	struct test_vm *t;
+	unsigned long *bitmap;
+	bool stop;
+	int ok, gone;
+};
+
+/* Clear the whole slot again and again; the slot may vanish under us. */
+static void *clear_loop_thread(void *arg)
+{
+	struct churn_ctx *c = arg;
+	struct kvm_clear_dirty_log log = {
+		.slot = DATA_SLOT,
+		.num_pages = c->t->npages,
+		.dirty_bitmap = c->bitmap,
+	};
+	int ret;
+
+	while (!READ_ONCE(c->stop)) {
+		ret = __vm_ioctl(c->t->vm, KVM_CLEAR_DIRTY_LOG, &log);
+		TEST_ASSERT(!ret || errno == ENOENT,
+			    "KVM_CLEAR_DIRTY_LOG during slot churn: ret %d errno %d", ret, errno);
+		if (ret)
+			WRITE_ONCE(c->gone, c->gone + 1);
+		else
+			WRITE_ONCE(c->ok, c->ok + 1);
+	}
+	return NULL;
+}
+
+/*
+ * A logging memslot moved away and back while a vCPU keeps writing to it:
+ * the frames of the pages it wrote at EL2 since its last exit sit in its
+ * dirty buffer when the slot is unmapped, and it may not exit again (one
+ * write every MOVE_WRITE_US, ticks aside) before the slot is at its new
+ * place. The log read there must still hold every page whose content
+ * changed since the last read (dirty_log_test's rule). While the slot is
+ * away, the guest's writes are MMIO exits that change nothing.
+ */
+#define MOVE_WRITE_US	1500
+#define MOVE_ROUNDS	60
+
+static void move_guest_code(u64 nr)
+{
+	u64 seq, i;
+
+	for (seq = 1;; seq++) {
+		for (i = 0; i < nr; i++) {
+			WRITE_ONCE(*(u64 *)(TEST_GVA + i * guest_page_size), seq << 16 | i);
+			udelay(MOVE_WRITE_US);
+		}
+	}
+}
+
+struct move_ctx {
+	struct test_vm *t;
+	u64 size, mmio;
+	bool stop;
+};
+
+static void *move_vcpu_thread(void *arg)
+{
+	struct move_ctx *c = arg;
+	struct kvm_vcpu *vcpu = c->t->vcpu;
+	struct kvm_run *run = vcpu->run;
+	struct ucall uc;
+
+	while (!READ_ONCE(c->stop)) {
+		vcpu_run(vcpu);
+		if (run->exit_reason == KVM_EXIT_MMIO &&
+		    run->mmio.phys_addr >= DATA_GPA && run->mmio.phys_addr < DATA_GPA + c->size) {
+			TEST_ASSERT(run->mmio.is_write, "MMIO read of the data slot");
+			c->mmio++;
+			continue;
+		}
+		switch (get_ucall(vcpu, &uc)) {
+		case UCALL_ABORT:
+			REPORT_GUEST_ASSERT(uc);
+			break;
+		default:
+			TEST_FAIL("unexpected exit %u, ucall %lu", run->exit_reason, uc.cmd);
+		}
+	}
+	return NULL;
+}
+
+/* Word 0 of each page, where the guest writes. */
+static void move_snapshot(struct test_vm *t, u64 nr, u64 *words)
+{
+	u64 i;
+
+	for (i = 0; i < nr; i++)
+		words[i] = READ_ONCE(*(u64 *)(t->hva + i * t->page_size));
+}
+
+/*
+ * Read the log; every page that changed between @base (taken after the
+ * last read) and a snapshot taken just before this one must be dirty.
+ * @base is then retaken. Returns how many pages changed.
+ */
+static u64 move_collect(struct test_vm *t, u64 nr, u64 *base, u64 *now,
+			u64 round, const char *where)
+{
+	u64 i, changed = 0;
+
+	move_snapshot(t, nr, now);
+	kvm_vm_get_dirty_log(t->vm, DATA_SLOT, t->bitmap);
+	for (i = 0; i < nr; i++) {
+		if (now[i] == base[i])
+			continue;
+		changed++;
+		TEST_ASSERT(test_bit(i, t->bitmap),
+			    "move round %lu, %s: page %lu changed (0x%lx to 0x%lx), not in the log",
+			    round, where, i, base[i], now[i]);
+	}
+	move_snapshot(t, nr, base);
+	return changed;
+}
+
+static void test_move_with_buffered_frames(void)
+{
+	u64 nr, round, gpa_b, *base, *now, moved = 0, at_a = 0, el2;
+	struct move_ctx c = {};
+	pthread_t thread;
+	struct test_vm t;
+
+	create_test_vm(&t, 0);
+	c.t = &t;
+	c.size = t.npages * t.page_size;
+	gpa_b = DATA_GPA + 2 * ALIGN(c.size, block_size);
+	/* Each page rewritten every 12 ms: after a read of the log, at EL2. */
+	nr = 8;
+	base = calloc(nr, sizeof(u64));
+	now = calloc(nr, sizeof(u64));
+	vcpu_set_reg(t.vcpu, ARM64_CORE_REG(regs.pc), (u64)move_guest_code);
+	vcpu_args_set(t.vcpu, 1, nr);
+	vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
+	kvm_vm_get_dirty_log(t.vm, DATA_SLOT, t.bitmap);
+	move_snapshot(&t, nr, base);
+	pthread_create(&thread, NULL, move_vcpu_thread, &c);
+
+	srandom(0x5eed);
+	for (round = 0; round < MOVE_ROUNDS; round++) {
+		/* Pages the guest writes now fault to the host (the slot is new). */
+		usleep(2000 + random() % 8000);
+		/* Write-protects them: under pKVM, the next writes stay at EL2. */
+		at_a += move_collect(&t, nr, base, now, round, "before the move");
+		usleep(random() % 10000);
+		set_data_region(&t, gpa_b, c.size);
+		moved += move_collect(&t, nr, base, now, round, "after the move");
+		set_data_region(&t, DATA_GPA, c.size);
+	}
+	WRITE_ONCE(c.stop, true);
+	/* The guest is kicked out by its next write (MMIO) or a signal-free exit. */
+	set_data_region(&t, gpa_b, c.size);
+	pthread_join(thread, NULL);
+	el2 = vcpu_get_stat(t.vcpu, el2_dirty_faults);
+	pr_info("memslot move with buffered frames: %u rounds, %lu+%lu pages written, %lu MMIO writes, %lu at EL2\n",
+		MOVE_ROUNDS, at_a, moved, c.mmio, el2);
+	TEST_ASSERT(moved && c.mmio, "the guest wrote %lu pages just before a move, %lu while away",
+		    moved, c.mmio);
+	TEST_ASSERT(!fast_dirty || el2, "no write was resolved at EL2");
+	free(base);
+	free(now);
+	destroy_test_vm(&t);
+}
+
+/*
+ * Delete and re-create, move and move back, or mprotect the slot's memory
+ * (an MMU-notifier unmap, which can run while a split loop has dropped
+ * mmu_lock to reschedule) while another thread keeps clearing, and so
+ * splitting, the same slot. Nothing of the guest's data may be lost.
+ */
+static void test_split_vs_slot_churn(void)
+{
+	static const char * const what[] = { "delete", "move", "mprotect" };
+	struct churn_ctx c = {};
+	u64 size, iter, k, wait;
+	pthread_t thread;
+	int gone;
+	struct test_vm t;
+
+	create_test_vm(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE | KVM_DIRTY_LOG_INITIALLY_SET);
+	size = t.npages * t.page_size;
+	c.t = &t;
+	c.bitmap = bitmap_zalloc(t.npages);
+	bitmap_fill(c.bitmap, t.npages);
+	guest_write(&t, .seed = 7);
+
+	for (iter = 0; iter < 6; iter++) {
+		/* Fault the slot back in as blocks, then log and split. */
+		vm_mem_region_set_flags(t.vm, DATA_SLOT, 0);
+		guest_read(&t);
+		vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
+
+		c.ok = 0;
+		c.gone = 0;
+		c.stop = false;
+		pthread_create(&thread, NULL, clear_loop_thread, &c);
+		for (k = 0; k < 8; k++) {
+			usleep(2000);
+			switch (iter % 3) {
+			case 0:
+				/* Handshake: a clear must find the slot gone (2 s at most). */
+				gone = READ_ONCE(c.gone);
+				set_data_region(&t, DATA_GPA, 0);
+				for (wait = 0; READ_ONCE(c.gone) == gone && wait < 4000; wait++)
+					usleep(500);
+				set_data_region(&t, DATA_GPA, size);
+				break;
+			case 1:
+				set_data_region(&t, DATA_GPA + SZ_4G, size);
+				set_data_region(&t, DATA_GPA, size);
+				break;
+			case 2:
+				TEST_ASSERT(!mprotect(t.hva, size, PROT_READ), "mprotect RO");
+				TEST_ASSERT(!mprotect(t.hva, size, PROT_READ | PROT_WRITE),
+					    "mprotect RW");
+				break;
+			}
+		}
+		WRITE_ONCE(c.stop, true);
+		pthread_join(thread, NULL);
+		pr_info("split vs %s: %d clears done, %d found no slot\n", what[iter % 3],
+			c.ok, c.gone);
+		TEST_ASSERT(c.ok && (iter % 3 || c.gone),
+			    "split vs %s: %d clears done, %d found no slot",
+			    what[iter % 3], c.ok, c.gone);
+
+		check_memory(&t, what[iter % 3]);
+		guest_read(&t);
+		guest_write(&t, .first = t.npages / 3, .seed = 20 + iter);
+		check_memory(&t, what[iter % 3]);
+	}
+	free(c.bitmap);
+	destroy_test_vm(&t);
+}
+
+struct restore_churn {
+	struct test_vm *t;
+	pthread_rwlock_t layout;	/* held for write while the slot moves */
+	bool stop;
+	u64 reads, moves, deletes, mprotects;
+};
+
+/* vCPU 0 reads every page, pass after pass, checking its data. */
+static void *restore_reader_thread(void *arg)
+{
+	struct restore_churn *c = arg;
+
+	while (!READ_ONCE(c->stop)) {
+		pthread_rwlock_rdlock(&c->layout);
+		guest_read(c->t);
+		pthread_rwlock_unlock(&c->layout);
+		c->reads++;
+	}
+	return NULL;
+}
+
+/*
+ * Move the slot away and back, or delete and re-create it (never while
+ * the vCPU runs: it would find no memory), or make its memory read-only
+ * and writable again (an MMU-notifier unmap of every page).
+ */
+static void *restore_churn_thread(void *arg)
+{
+	struct restore_churn *c = arg;
+	u64 size = c->t->npages * c->t->page_size, k;
+
+	for (k = 0; !READ_ONCE(c->stop); k++) {
+		switch (k % 4) {
+		case 0:
+			pthread_rwlock_wrlock(&c->layout);
+			set_data_region(c->t, DATA_GPA + SZ_4G, size);
+			set_data_region(c->t, DATA_GPA, size);
+			pthread_rwlock_unlock(&c->layout);
+			c->moves++;
+			break;
+		case 2:
+			pthread_rwlock_wrlock(&c->layout);
+			set_data_region(c->t, DATA_GPA, 0);
+			set_data_region(c->t, DATA_GPA, size);
+			pthread_rwlock_unlock(&c->layout);
+			c->deletes++;
+			break;
+		default:
+			TEST_ASSERT(!mprotect(c->t->hva, size, PROT_READ), "mprotect RO");
+			TEST_ASSERT(!mprotect(c->t->hva, size, PROT_READ | PROT_WRITE),
+				    "mprotect RW");
+			c->mprotects++;
+			break;
+		}
+		usleep(1000);
+	}
+	return NULL;
+}
+
+/*
+ * The restore when logging stops, racing everything that can reach the
+ * slot's mappings: a vCPU faulting pages back in, MMU-notifier unmaps
+ * (which can land between two restore hypercalls, as the loop yields
+ * mmu_lock), and a delete or move of the slot (queued behind the restore
+ * on slots_lock, or landing between the split and the restore). Nothing
+ * of the guest's data may be lost, the dirty log is exact once quiet, and
+ * no page is leaked (checked by the caller).
+ */
+static void test_restore_vs_churn(void)
+{
+	struct kvm_clear_dirty_log log = { .slot = DATA_SLOT };
+	struct restore_churn c = {};
+	pthread_rwlockattr_t rwattr;
+	pthread_t reader, churn;
+	u64 round, b0, h0, faults;
+	struct test_vm t;
+
+	create_test_vm(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE | KVM_DIRTY_LOG_INITIALLY_SET);
+	guest_write(&t, .seed = 5);
+	c.t = &t;
+	/* Writer-preferring: the vCPU's reads must not starve the churn. */
+	pthread_rwlockattr_init(&rwattr);
+	pthread_rwlockattr_setkind_np(&rwattr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&c.layout, &rwattr);
+	pthread_rwlockattr_destroy(&rwattr);
+	log.num_pages = t.npages;
+	log.dirty_bitmap = t.bitmap;
+	bitmap_fill(t.bitmap, t.npages);
+	hyp_events_read();
+	b0 = hyp.collapse_blocks;
+	h0 = hyp.collapse_calls;
+
+	pthread_create(&reader, NULL, restore_reader_thread, &c);
+	for (round = 0; round < 40; round++) {
+		/* Split what the vCPU faulted back in, then restore it. */
+		vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
+		if (__vm_ioctl(t.vm, KVM_CLEAR_DIRTY_LOG, &log))
+			TEST_ASSERT(errno == ENOENT, "KVM_CLEAR_DIRTY_LOG: errno %d", errno);
+		vm_mem_region_set_flags(t.vm, DATA_SLOT, 0);
+		/*
+		 * The first round, with only the vCPU racing, restores every
+		 * block; then the slot churns. Longer pauses now and then let
+		 * the vCPU fault blocks back in with logging off.
+		 */
+		if (!round)
+			pthread_create(&churn, NULL, restore_churn_thread, &c);
+		usleep(round % 4 ? 2000 : 20000);
+	}
+	WRITE_ONCE(c.stop, true);
+	pthread_join(churn, NULL);
+	pthread_join(reader, NULL);
+	pthread_rwlock_destroy(&c.layout);
+
+	hyp_events_read();
+	b0 = hyp.collapse_blocks - b0;
+	h0 = hyp.collapse_calls - h0;
+	pr_info("restore vs churn: %lu rounds, %lu vCPU read passes, %lu moves, %lu deletes, %lu mprotects; %lu blocks restored by %lu hypercalls\n",
+		round, c.reads, c.moves, c.deletes, c.mprotects, b0, h0);
+	TEST_ASSERT(c.reads && c.moves && c.deletes && c.mprotects,
+		    "restore vs churn: a racer never ran");
+	TEST_ASSERT(!collapse || b0 >= t.nr_blocks,
+		    "restore vs churn: %lu blocks restored, fewer than the first round's %lu",
+		    b0, t.nr_blocks);
+	check_memory(&t, "restore vs churn");
+
+	/*
+	 * Quiet again. A write pass first: after mprotect(), the host's
+	 * page-table entries stay read-only until written (private memory),
+	 * so read faults map pages read-only, and a write to those is the
+	 * host's to resolve, not EL2's. Then the log must be exact.
+	 */
+	faults = guest_write(&t, .seed = 6);
+	pr_info("restore vs churn: %lu faults to map every page writable again\n", faults);
+	check_memory(&t, "write pass after restore vs churn");
+	vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
+	kvm_vm_get_dirty_log(t.vm, DATA_SLOT, t.bitmap);
+	clear_range(&t, 0, t.npages);
+	bitmap_zero(t.expect, t.npages);
+	memset(blk_split, 0, sizeof(blk_split));
+	check_write_pass(&t, 5, 2, 77, count_pages(0, t.npages, 5, 2),
+			 "write pass after restore vs churn");
+	check_memory(&t, "after restore vs churn");
+	destroy_test_vm(&t);
+}
+
+/*
+ * Kill the VMM while it is inside KVM_CLEAR_DIRTY_LOG splitting blocks, or
+ * turning logging off (EL2 restoring them, table pages coming back on the
+ * split cache): the VM is torn down with the split memcache part used, and
+ * every page it donated must come back. The child says, in memory shared
+ * with the parent, which of the two it is in (IN_CLEAR, IN_LOG_OFF) and
+ * when it leaves.
+ */
+enum { IN_CLEAR = 1, IN_LOG_OFF };
+
+static void kill_child_vmm(int ready_fd, int *in_ioctl)
+{
+	struct test_vm t;
+	u64 seed = 1;
+
+	create_test_vm(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE | KVM_DIRTY_LOG_INITIALLY_SET);
+	guest_write(&t, .seed = seed);
+	TEST_ASSERT(write(ready_fd, "r", 1) == 1, "signal readiness");
+	for (;;) {
+		vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
+		WRITE_ONCE(*in_ioctl, IN_CLEAR);
+		clear_range(&t, 0, t.npages);
+		WRITE_ONCE(*in_ioctl, IN_LOG_OFF);
+		vm_mem_region_set_flags(t.vm, DATA_SLOT, 0);
+		WRITE_ONCE(*in_ioctl, 0);
+		guest_write(&t, .seed = ++seed);
+	}
+}
+
+static void test_kill_mid_split(u64 secpt)
+{
+	int i, want, landed[3] = {}, status, pipefd[2], *in_ioctl;
+	u64 now, deadline, tries;
+	pid_t pid;
+	char c;
+
+	if (!pkvm)
+		return;
+
+	in_ioctl = mmap(NULL, getpagesize(), PROT_READ | PROT_WRITE,
+			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	TEST_ASSERT(in_ioctl != MAP_FAILED, "mmap");
+	for (i = 0; i < 12; i++) {
+		want = i % 2 ? IN_LOG_OFF : IN_CLEAR;
+		WRITE_ONCE(*in_ioctl, 0);
+		TEST_ASSERT(!pipe(pipefd), "pipe");
+		fflush(stdout);
+		pid = fork();
+		TEST_ASSERT(pid >= 0, "fork");
+		if (!pid) {
+			close(pipefd[0]);
+			kill_child_vmm(pipefd[1], in_ioctl);
+		}
+		close(pipefd[1]);
+		TEST_ASSERT(read(pipefd[0], &c, 1) == 1, "child VMM died before its VM ran");
+		close(pipefd[0]);
+
+		/* Catch it entering the ioctl, then wait a little longer each time. */
+		deadline = now_us() + 20 * 1000000ULL;
+		while (READ_ONCE(*in_ioctl) != want && now_us() < deadline)
+			;
+		deadline = now_us() + (i / 2) * 200;
+		while (now_us() < deadline)
+			;
+		landed[READ_ONCE(*in_ioctl)]++;
+		kill(pid, SIGKILL);
+		TEST_ASSERT(waitpid(pid, &status, 0) == pid, "waitpid");
+		TEST_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+			    "child VMM ended with status 0x%x, not by SIGKILL", status);
+
+		/* Its VM is gone: every donated page must be back. */
+		for (tries = 0; tries < 50 && (now = sec_pagetables_kb()) != secpt; tries++)
+			usleep(100000);
+		TEST_ASSERT(now == secpt,
+			    "SecPageTables %lu kB after killing a VMM mid-split, %lu kB before",
+			    now, secpt);
+	}
+	munmap(in_ioctl, getpagesize());
+	pr_info("killed %d VMMs, %d while in KVM_CLEAR_DIRTY_LOG, %d while turning logging off; SecPageTables back to %lu kB\n",
+		i, landed[IN_CLEAR], landed[IN_LOG_OFF], secpt);
+	TEST_ASSERT(landed[IN_CLEAR], "no kill landed inside KVM_CLEAR_DIRTY_LOG");
+	TEST_ASSERT(landed[IN_LOG_OFF], "no kill landed while turning logging off");
+}
+
+static const char * const scenarios[] = {
+	"vcpu-race", "slot-churn", "move-buffered", "restore-churn", "kill",
+};
+
+int main(int argc, char *argv[])
+{
+	u64 secpt;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "t:")) != -1) {
+		switch (opt) {
+		case 't':
+			set_only(optarg, scenarios, ARRAY_SIZE(scenarios));
+			break;
+		default:
+			printf("usage: %s [-t SCENARIO]\n"
+			       " -t: only one scenario: vcpu-race, slot-churn, move-buffered,\n"
+			       "     restore-churn, or on pKVM kill\n", argv[0]);
+			/* A bad option is a broken test line, not a skip. */
+			exit(KSFT_FAIL);
+		}
+	}
+	pkvm_split_setup();
+
+	secpt = sec_pagetables_kb();
+	if (want("vcpu-race")) {
+		test_split_vs_vcpu_faults();
+		check_no_leak(secpt, "split vs vCPU faults");
+	}
+	if (want("slot-churn")) {
+		test_split_vs_slot_churn();
+		check_no_leak(secpt, "split vs slot churn");
+	}
+	if (want("move-buffered")) {
+		test_move_with_buffered_frames();
+		check_no_leak(secpt, "memslot move with buffered frames");
+	}
+	if (want("restore-churn")) {
+		test_restore_vs_churn();
+		check_no_leak(secpt, "restore vs churn");
+	}
+	if (pkvm && want("kill"))
+		test_kill_mid_split(secpt);
+	pr_info("PASS\n");
+	return 0;
+}
