@@ -38,6 +38,9 @@ if [ -n "$list" ] && [ -f "$initrd" ]; then
 		awk '$1 !~ /^#/ && NF { print $1 }')
 fi
 
+declare -A in_plan=()
+for name in "${planned[@]}"; do in_plan[$name]=1; done
+
 # Every planned test without a result line is a failure; then exit.
 finish() {
 	local name
@@ -133,7 +136,10 @@ while read -r line; do
 		continue
 	fi
 	seen[$name]=1
-	if ! printf '%s\n' "${planned[@]}" | grep -qxF -- "$name"; then
+	# A lookup, not "printf | grep -q": under pipefail, grep -q leaving
+	# at the first line (the list's first test) can SIGPIPE printf and
+	# read as "not found" (seen once, 2026-12-02).
+	if [ -z "${in_plan[$name]:-}" ]; then
 		result FAIL "$mode" "$name" "not in the list's plan: ${n#* } (log: $log)"
 		continue
 	fi
