@@ -66,6 +66,13 @@ for c in $(git -C "$TREE" rev-list --reverse base..HEAD); do
 	done
 	unset mod
 done
+# A new file the last export added and this one does not (a file the
+# series no longer creates) goes too, so that no stale copy stays behind.
+if [ -f series ]; then
+	for old in $(awk '$1 == "add" { print $2 }' series); do
+		grep -qE "^add $old " series.new || { rm -f "$old"; echo "export-tree: removed $old (no longer in the series)"; }
+	done
+fi
 mv series.new series
 echo "export-tree: $i commits -> series"
 # The tree is now exactly what the series describes.
