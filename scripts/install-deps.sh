@@ -5,7 +5,7 @@ set -euo pipefail
 
 PKGS="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-system-arm sparse coccinelle
 flex bison bc libssl-dev libelf-dev cpio rsync ccache xz-utils git make python3
-ca-certificates curl"
+ca-certificates curl libglib2.0-dev pkg-config"
 
 need=()
 for p in $PKGS; do
