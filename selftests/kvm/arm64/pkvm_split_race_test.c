@@ -11,8 +11,9 @@
  *   mprotect()ed under them.
  * - move-buffered: a memslot move while frames the vCPU dirtied at EL2 are
  *   still in its buffer.
- * - restore-churn: logging off (the restore) while the memslot churns and
- *   a vCPU reads every page.
+ * - restore-churn: logging off (the restore) while the memslot churns, a
+ *   vCPU reads and another writes; each log read between the split and the
+ *   restore is checked with dirty_log_test's rule.
  * - On pKVM, kill: the VMM killed inside a split and inside a restore;
  *   every page it donated comes back.
  */
@@ -66,7 +67,7 @@ static void *race_vcpu_thread(void *arg)
 		vcpu_run(r->vcpu);
 		switch (get_ucall(r->vcpu, &uc)) {
 		case UCALL_SYNC:
-			r->passes = uc.args[1];
+			WRITE_ONCE(r->passes, uc.args[1]);
 			break;
 		case UCALL_ABORT:
 			REPORT_GUEST_ASSERT(uc);
@@ -77,6 +78,21 @@ static void *race_vcpu_thread(void *arg)
 	} while (!READ_ONCE(race_stop) || !r->passes);
 
 	return NULL;
+}
+
+/*
+ * Handshakes rather than timing windows: wait (30 s at most, under TCG)
+ * until a vCPU has finished @n more passes, or the guest has changed @n
+ * of the pages a test watches.
+ */
+#define HANDSHAKE_US	(30 * 1000000ULL)
+
+static void wait_passes(u64 *passes, u64 n, const char *what)
+{
+	u64 start = READ_ONCE(*passes), deadline = now_us() + HANDSHAKE_US;
+
+	while (READ_ONCE(*passes) < start + n)
+		TEST_ASSERT(now_us() < deadline, "%s: no progress in 30 s", what);
 }
 
 /*
@@ -153,7 +169,9 @@ static void test_split_vs_vcpu_faults(void)
 	for (round = 0; round < 12; round++) {
 		if (round % 4 == 3) {
 			vm_mem_region_set_flags(t.vm, DATA_SLOT, 0);
-			usleep(50000);
+			/* Both vCPUs write every page with logging off. */
+			wait_passes(&r[0].passes, 2, "a vCPU's pass with logging off");
+			wait_passes(&r[1].passes, 2, "a vCPU's pass with logging off");
 			vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
 			for (i = 0; i < t.npages; i++)
 				base[i] = NOT_CLEARED;
@@ -330,6 +348,19 @@ static u64 move_collect(struct test_vm *t, u64 nr, u64 *base, u64 *now,
 	return changed;
 }
 
+/* Wait until @n of the @nr watched pages differ from @base. */
+static void wait_changed(struct test_vm *t, u64 nr, const u64 *base, u64 n,
+			 const char *what)
+{
+	u64 deadline = now_us() + HANDSHAKE_US, i, changed;
+
+	do {
+		TEST_ASSERT(now_us() < deadline, "%s: no page written in 30 s", what);
+		for (i = 0, changed = 0; i < nr; i++)
+			changed += word0(t, i) != base[i];
+	} while (changed < n);
+}
+
 static void test_move_with_buffered_frames(void)
 {
 	u64 nr, round, gpa_b, *base, *now, moved = 0, at_a = 0, el2;
@@ -355,10 +386,11 @@ static void test_move_with_buffered_frames(void)
 	srandom(0x5eed);
 	for (round = 0; round < MOVE_ROUNDS; round++) {
 		/* Pages the guest writes now fault to the host (the slot is new). */
-		usleep(2000 + random() % 8000);
+		wait_changed(&t, nr, base, 1 + random() % 4, "a write before the log");
 		/* Write-protects them: under pKVM, the next writes stay at EL2. */
 		at_a += move_collect(&t, nr, base, now, round, "before the move");
-		usleep(random() % 10000);
+		/* Frames dirtied since (at EL2 under pKVM) are in the buffer. */
+		wait_changed(&t, nr, base, 1 + random() % 4, "a write before the move");
 		set_data_region(&t, gpa_b, c.size);
 		moved += move_collect(&t, nr, base, now, round, "after the move");
 		set_data_region(&t, DATA_GPA, c.size);
@@ -390,7 +422,7 @@ static void test_split_vs_slot_churn(void)
 	struct churn_ctx c = {};
 	u64 size, iter, k, wait;
 	pthread_t thread;
-	int gone;
+	int gone, ok;
 	struct test_vm t;
 
 	create_test_vm(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE | KVM_DIRTY_LOG_INITIALLY_SET);
@@ -411,7 +443,10 @@ static void test_split_vs_slot_churn(void)
 		c.stop = false;
 		pthread_create(&thread, NULL, clear_loop_thread, &c);
 		for (k = 0; k < 8; k++) {
-			usleep(2000);
+			/* Handshake: a clear ran since the last change (30 s at most). */
+			ok = READ_ONCE(c.ok);
+			for (wait = 0; READ_ONCE(c.ok) == ok && wait < 60000; wait++)
+				usleep(500);
 			switch (iter % 3) {
 			case 0:
 				/* Handshake: a clear must find the slot gone (2 s at most). */
@@ -452,33 +487,72 @@ static void test_split_vs_slot_churn(void)
 struct restore_churn {
 	struct test_vm *t;
 	pthread_rwlock_t layout;	/* held for write while the slot moves */
+	pthread_rwlock_t writable;	/* held for write while it is read-only */
 	bool stop;
-	u64 reads, moves, deletes, mprotects;
+	u64 reads, writes, moves, deletes, mprotects;
+	u64 first, last;		/* the pages vCPU 1 writes */
 };
 
-/* vCPU 0 reads every page, pass after pass, checking its data. */
+/* vCPU 0 reads every page of the first half, pass after pass, checking its data. */
 static void *restore_reader_thread(void *arg)
 {
 	struct restore_churn *c = arg;
 
 	while (!READ_ONCE(c->stop)) {
 		pthread_rwlock_rdlock(&c->layout);
-		guest_read(c->t);
+		guest_read(c->t, .last = c->first);
 		pthread_rwlock_unlock(&c->layout);
-		c->reads++;
+		WRITE_ONCE(c->reads, c->reads + 1);
+	}
+	return NULL;
+}
+
+/*
+ * vCPU 1 rewrites the second half, one pass per KVM_RUN (race_guest_code),
+ * never while the slot is away or read-only (its writes would find no
+ * memory, or fail with -EFAULT).
+ */
+static void run_writer_pass(struct restore_churn *c, struct kvm_vcpu *vcpu)
+{
+	struct ucall uc;
+
+	vcpu_run(vcpu);
+	switch (get_ucall(vcpu, &uc)) {
+	case UCALL_SYNC:
+		WRITE_ONCE(c->writes, uc.args[1]);
+		break;
+	case UCALL_ABORT:
+		REPORT_GUEST_ASSERT(uc);
+		break;
+	default:
+		TEST_FAIL("unexpected ucall %lu", uc.cmd);
+	}
+}
+
+static void *restore_writer_thread(void *arg)
+{
+	struct restore_churn *c = arg;
+
+	while (!READ_ONCE(c->stop)) {
+		pthread_rwlock_rdlock(&c->layout);
+		pthread_rwlock_rdlock(&c->writable);
+		run_writer_pass(c, c->t->vcpus[1]);
+		pthread_rwlock_unlock(&c->writable);
+		pthread_rwlock_unlock(&c->layout);
 	}
 	return NULL;
 }
 
 /*
  * Move the slot away and back, or delete and re-create it (never while
- * the vCPU runs: it would find no memory), or make its memory read-only
- * and writable again (an MMU-notifier unmap of every page).
+ * a vCPU runs: it would find no memory), or make its memory read-only
+ * and writable again (an MMU-notifier unmap of every page) while vCPU 0
+ * reads. Each change waits for a vCPU pass since the last one.
  */
 static void *restore_churn_thread(void *arg)
 {
 	struct restore_churn *c = arg;
-	u64 size = c->t->npages * c->t->page_size, k;
+	u64 size = c->t->npages * c->t->page_size, k, reads;
 
 	for (k = 0; !READ_ONCE(c->stop); k++) {
 		switch (k % 4) {
@@ -497,82 +571,147 @@ static void *restore_churn_thread(void *arg)
 			c->deletes++;
 			break;
 		default:
+			pthread_rwlock_wrlock(&c->writable);
 			TEST_ASSERT(!mprotect(c->t->hva, size, PROT_READ), "mprotect RO");
 			TEST_ASSERT(!mprotect(c->t->hva, size, PROT_READ | PROT_WRITE),
 				    "mprotect RW");
+			pthread_rwlock_unlock(&c->writable);
 			c->mprotects++;
 			break;
 		}
-		usleep(1000);
+		for (reads = READ_ONCE(c->reads);
+		     READ_ONCE(c->reads) == reads && !READ_ONCE(c->stop);)
+			usleep(100);
 	}
 	return NULL;
 }
 
+static void init_writer_preferring(pthread_rwlock_t *lock)
+{
+	pthread_rwlockattr_t attr;
+
+	/* Writer-preferring: the vCPUs' passes must not starve the churn. */
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(lock, &attr);
+	pthread_rwlockattr_destroy(&attr);
+}
+
+/* Word 0 of pages [first, last) into @words. */
+static void snapshot_word0(struct test_vm *t, u64 first, u64 last, u64 *words)
+{
+	u64 i;
+
+	for (i = first; i < last; i++)
+		words[i] = word0(t, i);
+}
+
 /*
  * The restore when logging stops, racing everything that can reach the
- * slot's mappings: a vCPU faulting pages back in, MMU-notifier unmaps
- * (which can land between two restore hypercalls, as the loop yields
- * mmu_lock), and a delete or move of the slot (queued behind the restore
- * on slots_lock, or landing between the split and the restore). Nothing
- * of the guest's data may be lost, the dirty log is exact once quiet, and
- * no page is leaked (checked by the caller).
+ * slot's mappings: vCPU 0 faulting pages back in, vCPU 1 writing,
+ * MMU-notifier unmaps (which can land between two restore hypercalls, as
+ * the loop yields mmu_lock), and a delete or move of the slot (queued
+ * behind the restore on slots_lock, or landing between the split and the
+ * restore). In each round, the log read between the split and logging off
+ * obeys dirty_log_test's rule for vCPU 1's pages (a delete in between
+ * makes it all set: logging starts initially set). Nothing of the guest's
+ * data may be lost, the dirty log is exact once quiet, and no page is
+ * leaked (checked by the caller).
  */
 static void test_restore_vs_churn(void)
 {
 	struct kvm_clear_dirty_log log = { .slot = DATA_SLOT };
+	u64 round, b0, h0, faults, i, *now, *base, checked = 0, changed = 0;
+	struct kvm_dirty_log get = { .slot = DATA_SLOT };
 	struct restore_churn c = {};
-	pthread_rwlockattr_t rwattr;
-	pthread_t reader, churn;
-	u64 round, b0, h0, faults;
+	pthread_t reader, writer, churn;
 	struct test_vm t;
 
-	create_test_vm(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE | KVM_DIRTY_LOG_INITIALLY_SET);
+	create_test_vm_vcpus(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
+			     KVM_DIRTY_LOG_INITIALLY_SET, 2);
 	guest_write(&t, .seed = 5);
 	c.t = &t;
-	/* Writer-preferring: the vCPU's reads must not starve the churn. */
-	pthread_rwlockattr_init(&rwattr);
-	pthread_rwlockattr_setkind_np(&rwattr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	pthread_rwlock_init(&c.layout, &rwattr);
-	pthread_rwlockattr_destroy(&rwattr);
+	c.first = t.npages / 2;
+	c.last = t.npages;
+	vcpu_set_reg(t.vcpus[1], ARM64_CORE_REG(regs.pc), (u64)race_guest_code);
+	vcpu_args_set(t.vcpus[1], 2, c.first, c.last);
+	init_writer_preferring(&c.layout);
+	init_writer_preferring(&c.writable);
 	log.num_pages = t.npages;
 	log.dirty_bitmap = t.bitmap;
 	bitmap_fill(t.bitmap, t.npages);
+	get.dirty_bitmap = bitmap_zalloc(t.npages);
+	now = calloc(t.npages, sizeof(u64));
+	base = calloc(t.npages, sizeof(u64));
 	hyp_events_read();
 	b0 = hyp.collapse_blocks;
 	h0 = hyp.collapse_calls;
 
 	pthread_create(&reader, NULL, restore_reader_thread, &c);
+	pthread_create(&writer, NULL, restore_writer_thread, &c);
 	for (round = 0; round < 40; round++) {
-		/* Split what the vCPU faulted back in, then restore it. */
+		/* Split what the vCPUs faulted back in, then restore it. */
 		vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
-		if (__vm_ioctl(t.vm, KVM_CLEAR_DIRTY_LOG, &log))
+		if (__vm_ioctl(t.vm, KVM_CLEAR_DIRTY_LOG, &log)) {
 			TEST_ASSERT(errno == ENOENT, "KVM_CLEAR_DIRTY_LOG: errno %d", errno);
+		} else {
+			snapshot_word0(&t, c.first, c.last, base);
+			/* vCPU 1 writes its pages, at EL2 on pKVM, then the log. */
+			wait_passes(&c.writes, 2, "restore vs churn: vCPU 1's pass");
+			snapshot_word0(&t, c.first, c.last, now);
+			if (!__vm_ioctl(t.vm, KVM_GET_DIRTY_LOG, &get)) {
+				for (i = c.first; i < c.last; i++) {
+					if (now[i] == base[i])
+						continue;
+					changed++;
+					TEST_ASSERT(test_bit(i, get.dirty_bitmap),
+						    "restore vs churn round %lu: page %lu changed since its clear (0x%lx to 0x%lx), not in the log",
+						    round, i, base[i], now[i]);
+				}
+				checked++;
+			} else {
+				TEST_ASSERT(errno == ENOENT, "KVM_GET_DIRTY_LOG: errno %d", errno);
+			}
+		}
 		vm_mem_region_set_flags(t.vm, DATA_SLOT, 0);
 		/*
-		 * The first round, with only the vCPU racing, restores every
-		 * block; then the slot churns. Longer pauses now and then let
-		 * the vCPU fault blocks back in with logging off.
+		 * The first round, with only the vCPUs racing, restores every
+		 * block; then the slot churns. Every fourth round, vCPU 0
+		 * faults blocks back in with logging off (a whole pass after
+		 * the restore).
 		 */
 		if (!round)
 			pthread_create(&churn, NULL, restore_churn_thread, &c);
-		usleep(round % 4 ? 2000 : 20000);
+		wait_passes(&c.reads, round % 4 ? 1 : 2, "restore vs churn: vCPU 0's pass");
 	}
 	WRITE_ONCE(c.stop, true);
 	pthread_join(churn, NULL);
 	pthread_join(reader, NULL);
+	pthread_join(writer, NULL);
 	pthread_rwlock_destroy(&c.layout);
+	pthread_rwlock_destroy(&c.writable);
+	/* vCPU 1's last pass, with nothing racing: its pages hold that pass. */
+	run_writer_pass(&c, t.vcpus[1]);
+	for (i = c.first; i < c.last; i++)
+		page_seed[i] = c.writes;
 
 	hyp_events_read();
 	b0 = hyp.collapse_blocks - b0;
 	h0 = hyp.collapse_calls - h0;
-	pr_info("restore vs churn: %lu rounds, %lu vCPU read passes, %lu moves, %lu deletes, %lu mprotects; %lu blocks restored by %lu hypercalls\n",
-		round, c.reads, c.moves, c.deletes, c.mprotects, b0, h0);
-	TEST_ASSERT(c.reads && c.moves && c.deletes && c.mprotects,
+	pr_info("restore vs churn: %lu rounds, %lu vCPU read passes, %lu write passes, %lu moves, %lu deletes, %lu mprotects; %lu blocks restored by %lu hypercalls; %lu logs read between split and restore, %lu written pages in them, all set\n",
+		round, c.reads, c.writes, c.moves, c.deletes, c.mprotects, b0, h0,
+		checked, changed);
+	TEST_ASSERT(c.reads && c.writes && c.moves && c.deletes && c.mprotects,
 		    "restore vs churn: a racer never ran");
+	TEST_ASSERT(checked && changed,
+		    "restore vs churn: %lu logs read with %lu written pages", checked, changed);
 	TEST_ASSERT(!collapse || b0 >= t.nr_blocks,
 		    "restore vs churn: %lu blocks restored, fewer than the first round's %lu",
 		    b0, t.nr_blocks);
 	check_memory(&t, "restore vs churn");
+	free(get.dirty_bitmap);
+	free(now);
+	free(base);
 
 	/*
 	 * Quiet again. A write pass first: after mprotect(), the host's
