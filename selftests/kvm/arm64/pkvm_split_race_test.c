@@ -58,23 +58,30 @@ struct race_vcpu {
 
 static bool race_stop;
 
+/* One KVM_RUN of race_guest_code: one whole pass; @passes says which. */
+static void run_race_pass(struct kvm_vcpu *vcpu, u64 *passes)
+{
+	struct ucall uc;
+
+	vcpu_run(vcpu);
+	switch (get_ucall(vcpu, &uc)) {
+	case UCALL_SYNC:
+		WRITE_ONCE(*passes, uc.args[1]);
+		break;
+	case UCALL_ABORT:
+		REPORT_GUEST_ASSERT(uc);
+		break;
+	default:
+		TEST_FAIL("unexpected ucall %lu", uc.cmd);
+	}
+}
+
 static void *race_vcpu_thread(void *arg)
 {
 	struct race_vcpu *r = arg;
-	struct ucall uc;
 
 	do {
-		vcpu_run(r->vcpu);
-		switch (get_ucall(r->vcpu, &uc)) {
-		case UCALL_SYNC:
-			WRITE_ONCE(r->passes, uc.args[1]);
-			break;
-		case UCALL_ABORT:
-			REPORT_GUEST_ASSERT(uc);
-			break;
-		default:
-			TEST_FAIL("unexpected ucall %lu", uc.cmd);
-		}
+		run_race_pass(r->vcpu, &r->passes);
 	} while (!READ_ONCE(race_stop) || !r->passes);
 
 	return NULL;
@@ -512,23 +519,6 @@ static void *restore_reader_thread(void *arg)
  * never while the slot is away or read-only (its writes would find no
  * memory, or fail with -EFAULT).
  */
-static void run_writer_pass(struct restore_churn *c, struct kvm_vcpu *vcpu)
-{
-	struct ucall uc;
-
-	vcpu_run(vcpu);
-	switch (get_ucall(vcpu, &uc)) {
-	case UCALL_SYNC:
-		WRITE_ONCE(c->writes, uc.args[1]);
-		break;
-	case UCALL_ABORT:
-		REPORT_GUEST_ASSERT(uc);
-		break;
-	default:
-		TEST_FAIL("unexpected ucall %lu", uc.cmd);
-	}
-}
-
 static void *restore_writer_thread(void *arg)
 {
 	struct restore_churn *c = arg;
@@ -536,7 +526,7 @@ static void *restore_writer_thread(void *arg)
 	while (!READ_ONCE(c->stop)) {
 		pthread_rwlock_rdlock(&c->layout);
 		pthread_rwlock_rdlock(&c->writable);
-		run_writer_pass(c, c->t->vcpus[1]);
+		run_race_pass(c->t->vcpus[1], &c->writes);
 		pthread_rwlock_unlock(&c->writable);
 		pthread_rwlock_unlock(&c->layout);
 	}
@@ -691,7 +681,7 @@ static void test_restore_vs_churn(void)
 	pthread_rwlock_destroy(&c.layout);
 	pthread_rwlock_destroy(&c.writable);
 	/* vCPU 1's last pass, with nothing racing: its pages hold that pass. */
-	run_writer_pass(&c, t.vcpus[1]);
+	run_race_pass(t.vcpus[1], &c.writes);
 	for (i = c.first; i < c.last; i++)
 		page_seed[i] = c.writes;
 
