@@ -58,11 +58,13 @@ matrix: tree selftests
 	@$(S)/matrix.sh
 
 # The random sequence test, long: fresh seeds in both protected modes
-# (FUZZ_STEPS steps per seed, FUZZ_RUNS seeds per mode). Results in bench/fuzz/.
+# (FUZZ_STEPS steps per seed, FUZZ_RUNS seeds per mode; FUZZ_JOBS=2 boots
+# the two modes at once). Results in bench/fuzz/.
 FUZZ_STEPS ?= 2000
 FUZZ_RUNS ?= 4
+FUZZ_JOBS ?= 1
 fuzz: initramfs
-	@$(S)/fuzz.sh $(FUZZ_STEPS) $(FUZZ_RUNS)
+	@FUZZ_JOBS=$(FUZZ_JOBS) $(S)/fuzz.sh $(FUZZ_STEPS) $(FUZZ_RUNS)
 
 # The non-protected incidents' reproducer, long: vm_churn for REPRO_SECS
 # per run in VHE and nVHE, without and with init's held VM, on the QEMU

@@ -13,6 +13,8 @@ steps=${1:-2000}
 runs=${2:-4}
 case "$steps" in ''|*[!0-9]*|0) die "steps must be a positive count, not '$steps'" ;; esac
 case "$runs" in ''|*[!0-9]*|0) die "runs must be a positive count, not '$runs'" ;; esac
+jobs=${FUZZ_JOBS:-1}
+case "$jobs" in 1|2) ;; *) die "FUZZ_JOBS must be 1 or 2 (boots at once), not '$jobs'" ;; esac
 # Under TCG (QEMU 10, 2 host cores) a step takes about 0.5 s (a guest pass,
 # a check of every word, an EL2 walk, a burst of raw calls checked by the
 # kernel, a protected VM run for 100 ms): allow 1 s per step, and the boot.
@@ -34,9 +36,23 @@ MATRIX=$list INITRAMFS_OUT=$BUILD/fuzz-initramfs.cpio "$TOP/scripts/mk-initramfs
 summary=$out/summary.txt
 : > "$summary"
 rc=0
+boot_mode() {
+	INITRD=$BUILD/fuzz-initramfs.cpio "$TOP/scripts/boot.sh" "$1" default \
+		> "$out/$1.results" 2>&1
+}
+# FUZZ_JOBS=2 boots both modes at once: the sequence test mostly runs one
+# vCPU, so each boot keeps about one host CPU busy (timeouts allow 2x).
+if [ "$jobs" = 2 ]; then
+	boot_mode protected & p1=$!
+	boot_mode protected-nvhe & p2=$!
+	wait $p1 || rc=1
+	wait $p2 || rc=1
+else
+	boot_mode protected || rc=1
+	boot_mode protected-nvhe || rc=1
+fi
+echo "fuzz: FUZZ_JOBS=$jobs on $(nproc) host CPUs" >> "$summary"
 for mode in protected protected-nvhe; do
-	INITRD=$BUILD/fuzz-initramfs.cpio "$TOP/scripts/boot.sh" "$mode" default \
-		> "$out/$mode.results" 2>&1 || rc=1
 	log=$out/$mode.log
 	cp "$BUILD/logs/default-$mode-$mode.log" "$log"
 	grep -E '^# random sequence: ' "$log" | sed "s/^# /$mode: /" >> "$summary"

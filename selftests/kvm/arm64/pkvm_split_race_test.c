@@ -14,6 +14,9 @@
  * - restore-churn: logging off (the restore) while the memslot churns, a
  *   vCPU reads and another writes; each log read between the split and the
  *   restore is checked with dirty_log_test's rule.
+ * - two-slots: logging turned on and off (split, restore) on one memslot
+ *   while another keeps logging, its log read and cleared again and again
+ *   under a writing vCPU, each read checked with dirty_log_test's rule.
  * - On pKVM, kill: the VMM killed inside a split and inside a restore;
  *   every page it donated comes back.
  */
@@ -725,6 +728,150 @@ static void test_restore_vs_churn(void)
 }
 
 /*
+ * Two memslots, the restore of one racing the dirty log of the other. The
+ * second slot (OTHER_SLOT, two blocks, mapped in the guest right after the
+ * data slot) logs throughout: its log is read, checked with
+ * dirty_log_test's rule and cleared again and again while vCPU 1 rewrites
+ * it (under pKVM its writes are resolved at EL2, their frames waiting in
+ * the vCPU's buffer until it exits or a read of the log kicks it). Another
+ * thread meanwhile turns logging on the data slot on (a whole-slot clear
+ * splits it), lets vCPU 0 write it, and turns it off (the restore), over
+ * and over. A drain that dropped or misfiled the other slot's frames
+ * around a restore, or a restore that reached past its slot, loses a page
+ * of OTHER_SLOT's log or data.
+ */
+#define OTHER_SLOT	2
+#define OTHER_BLOCKS	2
+#define TWO_SLOT_READS	30
+
+struct two_slots {
+	struct test_vm *t;
+	struct race_vcpu *r;
+	unsigned long *ones;
+	u64 toggles;
+	bool stop;
+};
+
+static void *toggle_logging_thread(void *arg)
+{
+	struct two_slots *c = arg;
+	struct kvm_vm *vm = c->t->vm;
+
+	while (!READ_ONCE(c->stop)) {
+		vm_mem_region_set_flags(vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
+		kvm_vm_clear_dirty_log(vm, DATA_SLOT, c->ones, 0, c->t->npages);
+		wait_passes(&c->r[0].passes, 1, "two slots: vCPU 0's pass while logging");
+		vm_mem_region_set_flags(vm, DATA_SLOT, 0);
+		/* vCPU 0 faults the blocks back in, then they split again. */
+		wait_passes(&c->r[0].passes, 1, "two slots: vCPU 0's pass after the restore");
+		WRITE_ONCE(c->toggles, c->toggles + 1);
+	}
+	return NULL;
+}
+
+static void test_two_slots(void)
+{
+	u64 n, gpa, gva, i, w, read, changed = 0, *now, *base, b0, el2;
+	struct two_slots c = {};
+	struct race_vcpu r[2];
+	pthread_t toggler;
+	struct test_vm t, o;
+	unsigned long *log;
+
+	create_test_vm_vcpus(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
+			     KVM_DIRTY_LOG_INITIALLY_SET, 2);
+	n = OTHER_BLOCKS * t.pages_per_block;
+	gpa = DATA_GPA + ALIGN(t.npages * t.page_size, block_size) + block_size;
+	gva = TEST_GVA + t.npages * t.page_size;
+	vm_userspace_mem_region_add(t.vm, VM_MEM_SRC_ANONYMOUS_HUGETLB, gpa,
+				    OTHER_SLOT, n, 0);
+	virt_map(t.vm, gva, gpa, n);
+	/* The second slot, seen through the data slot's helpers. */
+	o = t;
+	o.hva = addr_gpa2hva(t.vm, gpa);
+	o.npages = n;
+
+	race_stop = false;
+	for (i = 0; i < 2; i++) {
+		r[i].vcpu = t.vcpus[i];
+		r[i].first = i ? t.npages : 0;
+		r[i].last = i ? t.npages + n : t.npages;
+		r[i].passes = 0;
+		vcpu_set_reg(r[i].vcpu, ARM64_CORE_REG(regs.pc), (u64)race_guest_code);
+		vcpu_args_set(r[i].vcpu, 2, r[i].first, r[i].last);
+	}
+	/* Both slots are mapped with blocks before logging starts. */
+	for (i = 0; i < 2; i++)
+		run_race_pass(r[i].vcpu, &r[i].passes);
+
+	c.t = &t;
+	c.r = r;
+	c.ones = bitmap_zalloc(t.npages);
+	bitmap_fill(c.ones, t.npages);
+	log = bitmap_zalloc(n);
+	now = calloc(n, sizeof(u64));
+	base = calloc(n, sizeof(u64));
+	for (i = 0; i < n; i++)
+		base[i] = NOT_CLEARED;
+	hyp_events_read();
+	b0 = hyp.collapse_blocks;
+
+	vm_mem_region_set_flags(t.vm, OTHER_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
+	for (i = 0; i < 2; i++)
+		pthread_create(&r[i].thread, NULL, race_vcpu_thread, &r[i]);
+	pthread_create(&toggler, NULL, toggle_logging_thread, &c);
+	for (read = 0; read < TWO_SLOT_READS || !READ_ONCE(c.toggles); read++) {
+		snapshot_word0(&o, 0, n, now);
+		kvm_vm_get_dirty_log(t.vm, OTHER_SLOT, log);
+		changed += check_log_rule(&o, log, now, base, "two slots");
+		kvm_vm_clear_dirty_log(t.vm, OTHER_SLOT, c.ones, 0, n);
+		snapshot_word0(&o, 0, n, base);
+		/* vCPU 1 writes every page again, at EL2 under pKVM. */
+		wait_passes(&r[1].passes, 1, "two slots: vCPU 1's pass");
+	}
+	WRITE_ONCE(c.stop, true);
+	pthread_join(toggler, NULL);
+	WRITE_ONCE(race_stop, true);
+	for (i = 0; i < 2; i++)
+		pthread_join(r[i].thread, NULL);
+
+	/* Quiet: one more pass each, then every word holds it. */
+	for (i = 0; i < 2; i++)
+		run_race_pass(r[i].vcpu, &r[i].passes);
+	for (i = 0; i < t.npages; i++)
+		page_seed[i] = r[0].passes;
+	check_memory(&t, "two slots");
+	for (i = 0; i < n; i++)
+		for (w = 0; w < t.page_size / 8; w++)
+			TEST_ASSERT(((u64 *)(o.hva + i * t.page_size))[w] ==
+				    pattern(t.npages + i, w, r[1].passes),
+				    "two slots: second slot page %lu word %lu lost vCPU 1's last pass",
+				    i, w);
+	/* The second slot's log since the last clear: every page, exactly. */
+	snapshot_word0(&o, 0, n, now);
+	kvm_vm_get_dirty_log(t.vm, OTHER_SLOT, log);
+	changed += check_log_rule(&o, log, now, base, "two slots, quiet");
+	for (i = 0; i < n; i++)
+		TEST_ASSERT(test_bit(i, log), "two slots: page %lu not in the last log", i);
+
+	hyp_events_read();
+	b0 = hyp.collapse_blocks - b0;
+	el2 = vcpu_get_stat(r[1].vcpu, el2_dirty_faults);
+	pr_info("two slots: %lu reads of the second slot's log, %lu pages changed in them, all set; %lu logging toggles on the data slot, %lu blocks restored; vCPU 1: %lu passes, %lu faults at EL2\n",
+		read, changed, c.toggles, b0, r[1].passes, el2);
+	TEST_ASSERT(changed, "two slots: no page changed between a clear and a read");
+	TEST_ASSERT(!fast_dirty || el2, "two slots: no write to the second slot resolved at EL2");
+	TEST_ASSERT(!collapse || b0 >= t.nr_blocks,
+		    "two slots: %lu blocks restored, fewer than the data slot's %lu",
+		    b0, t.nr_blocks);
+	free(c.ones);
+	free(log);
+	free(now);
+	free(base);
+	destroy_test_vm(&t);
+}
+
+/*
  * Kill the VMM while it is inside KVM_CLEAR_DIRTY_LOG splitting blocks, or
  * turning logging off (EL2 restoring them, table pages coming back on the
  * split cache): the VM is torn down with the split memcache part used, and
@@ -809,7 +956,8 @@ static void test_kill_mid_split(u64 secpt)
 }
 
 static const char * const scenarios[] = {
-	"vcpu-race", "slot-churn", "move-buffered", "restore-churn", "kill",
+	"vcpu-race", "slot-churn", "move-buffered", "restore-churn", "two-slots",
+	"kill",
 };
 
 int main(int argc, char *argv[])
@@ -825,7 +973,7 @@ int main(int argc, char *argv[])
 		default:
 			printf("usage: %s [-t SCENARIO]\n"
 			       " -t: only one scenario: vcpu-race, slot-churn, move-buffered,\n"
-			       "     restore-churn, or on pKVM kill\n", argv[0]);
+			       "     restore-churn, two-slots, or on pKVM kill\n", argv[0]);
 			/* A bad option is a broken test line, not a skip. */
 			exit(KSFT_FAIL);
 		}
@@ -848,6 +996,10 @@ int main(int argc, char *argv[])
 	if (want("restore-churn")) {
 		test_restore_vs_churn();
 		check_no_leak(secpt, "restore vs churn");
+	}
+	if (want("two-slots")) {
+		test_two_slots();
+		check_no_leak(secpt, "two slots");
 	}
 	if (pkvm && want("kill"))
 		test_kill_mid_split(secpt);
