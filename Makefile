@@ -8,7 +8,7 @@ export BUILD
 S := $(CURDIR)/scripts
 
 .PHONY: all deps tree kernel selftests initramfs run test check patches \
-	bench matrix bisect fuzz repro clean distclean
+	bench bench-counts matrix bisect fuzz repro clean distclean
 
 all: initramfs
 
@@ -52,6 +52,15 @@ bench: initramfs
 		{ apt-get install -y -qq --no-install-recommends python3-matplotlib >/dev/null || \
 		  echo "bench: no matplotlib: the report will have no chart"; }
 	@$(S)/bench.sh
+
+# What a dirtied page costs in counts that carry to hardware (exceptions,
+# instructions per EL, TLBIs; the elcount TCG plugin), and the fast/host
+# time ratio under -icount and TCG, on the production kernel (nodebug).
+# Results in bench/counts/; COUNTS_* variables in scripts/bench-counts.sh.
+bench-counts: initramfs
+	@$(S)/build-kernel.sh nodebug
+	@$(S)/bench-counts.sh
+	@/usr/bin/python3 $(S)/counts-report.py $$(ls -d bench/counts/*/ | tail -1) --readme README.md
 
 # 4K/16K/64K pages x NVHE_EL2_DEBUG on/off builds, 16K and 64K pKVM boots (long).
 matrix: tree selftests

@@ -63,14 +63,6 @@ cells() {
 	done
 }
 
-# Lines of stdin in an order drawn from the seed string $1.
-seeded_shuffle() {
-	/usr/bin/python3 -c 'import random, sys
-lines = sys.stdin.read().split()
-random.Random(sys.argv[1]).shuffle(lines)
-print("\n".join(lines))' "$1"
-}
-
 # One list per boot, its cells in an order drawn from the seed.
 boot_list() {
 	local mode=$1 boot=$2 list=$3 split work v f args sw

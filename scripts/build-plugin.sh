@@ -110,8 +110,8 @@ flock /tmp/qemu.lock timeout 60 qemu-system-aarch64 -M virt,virtualization=on -c
 
 expect=$OUT/selftest.expect
 cat > "$expect" <<'EOF'
-elcount: mark 0x1 insn.el0.lo=0 insn.el0.hi=0 insn.el1.lo=0 insn.el1.hi=0 insn.el2=109 insn.el3=0 trans.el0.el1=0 trans.el0.el2=0 trans.el0.el3=0 trans.el1.el0=0 trans.el1.el2=0 trans.el1.el3=0 trans.el2.el0=0 trans.el2.el1=0 trans.el2.el3=0 trans.el3.el0=0 trans.el3.el1=0 trans.el3.el2=0 tlbi.bcast=0 tlbi.local=0
-elcount: mark 0x2 insn.el0.lo=51 insn.el0.hi=0 insn.el1.lo=219 insn.el1.hi=301 insn.el2=119 insn.el3=0 trans.el0.el1=1 trans.el0.el2=0 trans.el0.el3=0 trans.el1.el0=1 trans.el1.el2=1 trans.el1.el3=0 trans.el2.el0=0 trans.el2.el1=1 trans.el2.el3=0 trans.el3.el0=0 trans.el3.el1=0 trans.el3.el2=0 tlbi.bcast=1 tlbi.local=1
+elcount: mark 0x1 insn.el0.lo=0 insn.el0.hi=0 insn.el1.lo=0 insn.el1.hi=0 insn.el2=109 insn.el3=0 trans.el0.el1=0 trans.el0.el2=0 trans.el0.el3=0 trans.el1.el0=0 trans.el1.el2=0 trans.el1.el3=0 trans.el2.el0=0 trans.el2.el1=0 trans.el2.el3=0 trans.el3.el0=0 trans.el3.el1=0 trans.el3.el2=0 tlbi.bcast=0 tlbi.local=0 trans.el1lo.el2=0 trans.el1hi.el2=0 trans.el2.el1lo=0 trans.el2.el1hi=0
+elcount: mark 0x2 insn.el0.lo=51 insn.el0.hi=0 insn.el1.lo=219 insn.el1.hi=301 insn.el2=119 insn.el3=0 trans.el0.el1=1 trans.el0.el2=0 trans.el0.el3=0 trans.el1.el0=1 trans.el1.el2=1 trans.el1.el3=0 trans.el2.el0=0 trans.el2.el1=1 trans.el2.el3=0 trans.el3.el0=0 trans.el3.el1=0 trans.el3.el2=0 tlbi.bcast=1 tlbi.local=1 trans.el1lo.el2=0 trans.el1hi.el2=1 trans.el2.el1lo=1 trans.el2.el1hi=0
 elcount: vcpus 1
 elcount: marks 2
 elcount: errors 0
@@ -135,6 +135,10 @@ elcount: trans.el3.el1 0
 elcount: trans.el3.el2 0
 elcount: tlbi.bcast 1
 elcount: tlbi.local 1
+elcount: trans.el1lo.el2 0
+elcount: trans.el1hi.el2 1
+elcount: trans.el2.el1lo 1
+elcount: trans.el2.el1hi 0
 elcount: insn.all 692
 elcount: matrix el0 0 1 0 0
 elcount: matrix el1 1 0 1 0

@@ -26,3 +26,12 @@ SERIAL_BAD_RE+='|INFO: task .* blocked for more than|rcu: INFO:|detected stalls?
 SERIAL_BAD_RE+='|hard LOCKUP|soft lockup|KASAN:|UBSAN:|possible circular locking|possible recursive locking'
 SERIAL_BAD_RE+='|inconsistent lock state|suspicious RCU usage|DEBUG_LOCKS_WARN_ON|turning off the locking correctness validator'
 SERIAL_BAD_RE+='|list_add corruption|list_del corruption|sleeping function called from invalid context'
+
+# Lines of stdin in an order drawn from the seed string $1 (bench.sh,
+# bench-counts.sh).
+seeded_shuffle() {
+	/usr/bin/python3 -c 'import random, sys
+lines = sys.stdin.read().split()
+random.Random(sys.argv[1]).shuffle(lines)
+print("\n".join(lines))' "$1"
+}

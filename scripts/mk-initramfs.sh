@@ -21,6 +21,9 @@ mkdir -p "$root"/{tests/bin,proc,sys,dev,tmp}
 # Runs a test with EL2's hyp events on and requires that EL2 did the work.
 "${CROSS}gcc" -static -O2 -Wall -Wextra -Werror -pthread -o "$root/tests/bin/hyp-expect" \
 	"$TOP/selftests/init/hyp-expect.c" || die "building hyp-expect failed"
+# The elcount plugin's marker (scripts/bench-counts.sh; a NOP without it).
+"${CROSS}gcc" -static -O2 -Wall -Wextra -Werror -o "$root/tests/bin/elmark" \
+	"$TOP/selftests/init/elmark.c" || die "building elmark failed"
 # The harness's misbehaving test program (scripts/check-harness.sh).
 "${CROSS}gcc" -static -O2 -Wall -Wextra -Werror -o "$root/tests/bin/probe" \
 	"$TOP/selftests/init/probe.c" || die "building probe failed"

@@ -6,7 +6,9 @@
  *   - instructions executed at EL0..EL3, EL0 and EL1 split by the half of
  *     the address space the code runs from (lo: PC bit 63 clear, TTBR0;
  *     hi: PC bit 63 set, TTBR1), counted as whole translation blocks;
- *   - EL transitions, a change of EL between two consecutive TBs of a vCPU;
+ *   - EL transitions, a change of EL between two consecutive TBs of a vCPU,
+ *     those between EL1 and EL2 also by the EL1 half (in a KVM selftest on
+ *     an nVHE or pKVM host: lo is the guest, hi the host kernel);
  *   - TLBI instructions executed, broadcast (the *IS and *OS forms) or local;
  *   - snapshots: executing "hint #0x7e" prints every counter.
  *
@@ -20,6 +22,7 @@
  *   insn.el0.lo insn.el0.hi insn.el1.lo insn.el1.hi insn.el2 insn.el3
  *   trans.elF.elT   for F != T, F major (trans.el0.el1 ... trans.el3.el2)
  *   tlbi.bcast tlbi.local
+ *   trans.el1lo.el2 trans.el1hi.el2 trans.el2.el1lo trans.el2.el1hi
  *
  * A marker prints, at the moment the marker executes (the rest of its TB
  * not counted yet):
@@ -62,10 +65,14 @@ struct vcpu {
 	uint64_t insn[NR_EL][NR_HALF];
 	uint64_t trans[NR_EL][NR_EL];
 	uint64_t tlbi[NR_TLBI];
+	/* [0]: EL1 -> EL2 by the half left; [1]: EL2 -> EL1 by the half entered */
+	uint64_t trans12[2][NR_HALF];
 	uint64_t marks;
 	uint64_t errors;
 	/* EL + 1 of the last TB this vCPU ran; 0 before the first */
 	unsigned int cur;
+	/* the half of the last TB this vCPU ran */
+	unsigned int half;
 	struct qemu_plugin_register *cpsr;
 	struct qemu_plugin_register *x0;
 	GByteArray *buf;
@@ -168,9 +175,15 @@ static void tb_exec(unsigned int idx, void *udata)
 		v->errors++;
 		el = v->cur ? v->cur - 1 : 1;
 	}
-	if (v->cur && v->cur != el + 1)
+	if (v->cur && v->cur != el + 1) {
 		v->trans[v->cur - 1][el]++;
+		if (v->cur == 2 && el == 2)
+			v->trans12[0][v->half]++;
+		else if (v->cur == 3 && el == 1)
+			v->trans12[1][d & 1]++;
+	}
 	v->cur = el + 1;
+	v->half = d & 1;
 	v->insn[el][d & 1] += d >> 1;
 }
 
@@ -191,6 +204,9 @@ static void sum_vcpus(struct vcpu *s)
 		}
 		for (a = 0; a < NR_TLBI; a++)
 			s->tlbi[a] += v->tlbi[a];
+		for (a = 0; a < 2; a++)
+			for (b = 0; b < NR_HALF; b++)
+				s->trans12[a][b] += v->trans12[a][b];
 		s->marks += v->marks;
 		s->errors += v->errors;
 	}
@@ -232,6 +248,10 @@ static void put_counters(GString *out, const struct fmt *f,
 	}
 	put(out, f, "tlbi.bcast", s->tlbi[TLBI_BCAST]);
 	put(out, f, "tlbi.local", s->tlbi[TLBI_LOCAL]);
+	put(out, f, "trans.el1lo.el2", s->trans12[0][HALF_LO]);
+	put(out, f, "trans.el1hi.el2", s->trans12[0][HALF_HI]);
+	put(out, f, "trans.el2.el1lo", s->trans12[1][HALF_LO]);
+	put(out, f, "trans.el2.el1hi", s->trans12[1][HALF_HI]);
 }
 
 static void mark_exec(unsigned int idx, void *udata)

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# `make bench-counts`: what a dirtied page costs in counts that carry to
+# hardware (issue #25, item 1), beside instruction-weighted time ratios.
+#
+# The scenario is make bench's: dirty_log_perf_test on 2 MiB hugetlb pages,
+# eager split on, 1 vCPU writing 32 MiB (8192 pages) per iteration, under
+# pKVM with the EL2 fast dirty-fault path on (fast=1) and off (fast=0, the
+# host resolves each fault), and in nvhe and vhe.
+#
+#  1. Counts: one boot per mode with the elcount TCG plugin
+#     (bench/plugin/). Each run is bracketed by two markers (elmark); a run
+#     with -i 4 and one with -i 2 of the same cell, in the same boot, differ
+#     by two dirty iterations (16384 dirtied pages: the write fault, its
+#     resolution, and the get+clear of the log), so their difference over
+#     16384 is the cost per dirtied page: exceptions by kind and level,
+#     instructions at each EL, broadcast and local TLBIs. Everything the
+#     runs share (VM creation, population, eager split, teardown, init's
+#     bookkeeping) cancels.
+#  2. Time, the same ratio two ways: under -icount shift=0,sleep=off
+#     (guest time advances one ns per instruction, so every instruction
+#     weighs alike, exceptions and world switches included) and under plain
+#     TCG (wall time, which weighs world switches heavily): one boot of
+#     each per pKVM mode, fast=1 and fast=0 runs alternating, the ratio of
+#     their dirty-iteration times paired run by run.
+#
+# Results go to bench/counts/<date>/: raw serial logs, plan.txt, counts.csv,
+# counts.md; scripts/counts-report.py writes the last two and, with
+# --readme, the README's table.
+#   COUNTS_MODES    host modes (default: protected protected-nvhe nvhe vhe)
+#   COUNTS_REPS     pairs of runs per cell (default 3)
+#   COUNTS_VARIANT  kernel variant (default nodebug, the production config)
+#   COUNTS_TIME     1 (default) to run the -icount and TCG time boots, 0 not
+#   COUNTS_SEED     shuffle seed (default: the time)
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+MODES=${COUNTS_MODES:-"protected protected-nvhe nvhe vhe"}
+REPS=${COUNTS_REPS:-3}
+VARIANT=${COUNTS_VARIANT:-nodebug}
+TIME=${COUNTS_TIME:-1}
+SEED=${COUNTS_SEED:-$(date +%s)}
+PARAM=/sys/module/kvm/parameters/pkvm_fast_dirty
+ARGS="-s anonymous_hugetlb_2mb -b 32M -v 1 -m 3 -k 2M"
+
+case "$REPS" in ''|*[!0-9]*|0) die "COUNTS_REPS must be a positive count, not '$REPS'" ;; esac
+case "$TIME" in 0|1) ;; *) die "COUNTS_TIME must be 0 or 1, not '$TIME'" ;; esac
+for m in $MODES; do
+	case "$m" in protected|protected-nvhe|nvhe|vhe) ;; *) die "COUNTS_MODES: unknown mode '$m'" ;; esac
+done
+[ -f "$BUILD/obj/$VARIANT/arch/arm64/boot/Image" ] ||
+	die "no '$VARIANT' kernel (make kernel-$VARIANT, or scripts/build-kernel.sh $VARIANT)"
+"$TOP/scripts/build-plugin.sh" --check >&2 || die "the elcount plugin failed its self-test"
+PLUGIN=$BUILD/plugin/libelcount.so
+
+stamp=$(date -u +%Y-%m-%d-%H%M)
+out=${COUNTS_OUT:-$TOP/bench/counts/$stamp}
+mkdir -p "$out/raw"
+plan=$out/plan.txt
+: > "$plan"
+start=$(date +%s)
+
+fasts() { case "$1" in protected*) echo "1 0" ;; *) echo "-" ;; esac; }
+
+# One boot; $3 makes its list. Every planned run is in plan.txt, and the
+# report counts a run without its two markers (or its "ok" line) as failed.
+boot() {
+	local kind=$1 mode=$2 list=$BUILD/counts-$1-$2.list label=$1-$2 rc=0
+	"$3" "$mode" > "$list"
+	MATRIX=$list LIST_PREFIX=counts- INITRAMFS_OUT=$BUILD/counts-initramfs.cpio \
+		"$TOP/scripts/mk-initramfs.sh" >/dev/null || die "mk-initramfs failed"
+	echo "== $label ($(date -u +%H:%M:%S)): $(grep -c ' ./dirty_log_perf_test' "$list") runs"
+	INITRD=$BUILD/counts-initramfs.cpio BOOT_TIMEOUT=${COUNTS_BOOT_TIMEOUT:-2400} \
+		"$TOP/scripts/boot.sh" "$mode" "$VARIANT" "counts-$mode" > "$out/raw/$label.results" 2>&1 || rc=$?
+	cp "$BUILD/logs/$VARIANT-$mode-counts-$mode.log" "$out/raw/$label.log"
+	grep -E '^FAIL' "$out/raw/$label.results" || true
+	[ $rc -eq 0 ] || echo "bench-counts: boot $label ended with status $rc (its runs are counted as failed)"
+}
+
+# Counts: for each cell and repetition, an -i 2 and an -i 4 run (in a
+# seeded order), each between markers 2k and 2k+1.
+counts_list() {
+	local mode=$1 k=0 cell f rep it sw
+	for f in $(fasts "$mode"); do
+		for rep in $(seq 1 "$REPS"); do
+			for it in 2 4; do echo "$f:$rep:$it"; done
+		done
+	done | seeded_shuffle "$SEED-counts-$mode" |
+	while IFS=: read -r f rep it; do
+		sw=""
+		[ "$f" = - ] || sw="$PARAM=$f"
+		echo "counts $mode $k fast=$f rep=$rep iters=$it" >> "$plan"
+		echo "all m${k}a 60 ./elmark $((2 * k))"
+		echo "all r${k}_f${f/-/x}_${rep}_i${it} 600 $sw ./dirty_log_perf_test $ARGS -i $it"
+		echo "all m${k}b 60 ./elmark $((2 * k + 1))"
+		k=$((k + 1))
+	done
+}
+
+# Time: fast=1 and fast=0 alternating, -i 4, REPS pairs.
+time_list() {
+	local mode=$1 k=0 rep f
+	for rep in $(seq 1 "$REPS"); do
+		for f in 1 0; do
+			echo "$kind $mode $k fast=$f rep=$rep iters=4" >> "$plan"
+			echo "all t${k}_f${f}_${rep} 900 $PARAM=$f ./dirty_log_perf_test $ARGS -i 4"
+			k=$((k + 1))
+		done
+	done
+}
+
+echo "bench-counts: seed $SEED, kernel '$VARIANT', $REPS pairs per cell, modes: $MODES"
+for mode in $MODES; do
+	QEMU_EXTRA="-plugin $PLUGIN -d plugin" boot counts "$mode" counts_list
+done
+if [ "$TIME" = 1 ]; then
+	for mode in $MODES; do
+		case "$mode" in protected*) ;; *) continue ;; esac
+		kind=icount QEMU_EXTRA="-icount shift=0,sleep=off" boot icount "$mode" time_list
+		kind=tcg QEMU_EXTRA="" boot tcg "$mode" time_list
+	done
+fi
+
+{
+	echo "date: $stamp (UTC); took $(( ($(date +%s) - start) / 60 )) min"
+	echo "machine: $(nproc) host cores, $(uname -m), QEMU $(qemu-system-aarch64 --version | head -1 | awk '{print $4}') TCG; guest (L1) -smp ${SMP:-2}"
+	echo "kernel: $(git -C "$TREE" describe --always) on base $(git -C "$TREE" rev-parse --short base), variant '$VARIANT' ($(grep -q '^CONFIG_NVHE_EL2_DEBUG=y' "$BUILD/obj/$VARIANT/.config" && echo NVHE_EL2_DEBUG=y || echo NVHE_EL2_DEBUG off); $(grep -q '^CONFIG_NVHE_EL2_TRACING=y' "$BUILD/obj/$VARIANT/.config" && echo NVHE_EL2_TRACING=y || echo NVHE_EL2_TRACING off))"
+	echo "scenario: dirty_log_perf_test $ARGS -i 2 / -i 4"
+	echo "seed: $SEED"
+	echo "command: make bench-counts COUNTS_MODES=\"$MODES\" COUNTS_REPS=$REPS COUNTS_VARIANT=$VARIANT COUNTS_TIME=$TIME COUNTS_SEED=$SEED"
+} > "$out/README.txt"
+/usr/bin/python3 "$TOP/scripts/counts-report.py" "$out"
+echo "bench-counts: results in $out ($(( ($(date +%s) - start) / 60 )) min)"

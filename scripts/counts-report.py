@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""counts-report.py DIR [--readme README.md]: the report of make bench-counts.
+
+Reads DIR/plan.txt (every planned run) and DIR/raw/<kind>-<mode>.log and
+.results (serial logs with the elcount plugin's marker lines; boot.sh's
+PASS/FAIL lines), writes DIR/counts.csv (one row per run) and DIR/counts.md
+(per dirtied page: exceptions by kind, instructions per EL, TLBIs; and the
+fast/host time ratios under -icount and TCG), and with --readme replaces
+the block between "<!-- counts -->" and "<!-- /counts -->" in README.md.
+
+A run counts only if boot.sh reported it PASS and, for the counts runs,
+both of its markers are in the log; every other planned run is listed as
+failed. Cost per dirtied page of a cell = (run -i 4 - run -i 2, paired by
+repetition, within one boot) / (2 iterations x 8192 pages); the table
+gives the median over the pairs and their range.
+"""
+import os
+import re
+import statistics
+import sys
+
+PAGES = 8192            # 32 MiB of 4 KiB pages, 1 vCPU
+EXTRA_ITERS = 2         # -i 4 minus -i 2
+MARK = re.compile(r"elcount: mark 0x([0-9a-f]+)((?: [a-z0-9.]+=\d+)+)")
+START = re.compile(r"^# start (\S+)$")
+ITER_TIME = re.compile(r"Iteration (\d+) dirty memory time: (\d+)\.(\d+)s")
+FAULTS = re.compile(r"Iteration (\d+) faults resolved by the host: (\d+), at EL2: (\d+)")
+
+# (column, counter or derived, what it is)
+ROWS = [
+    ("guest→EL2", "trans.el1lo.el2", "exceptions from the guest to EL2 (faults, traps, IRQs)"),
+    ("EL2→guest", "trans.el2.el1lo", "ERETs from EL2 into the guest"),
+    ("EL2→host", "trans.el2.el1hi", "returns from EL2 to the host kernel (nVHE/pKVM: world switches and hypercall returns)"),
+    ("host→EL2", "trans.el1hi.el2", "host kernel to EL2 (nVHE/pKVM: hypercalls, vCPU entries)"),
+    ("VMM→kernel", "trans.el0.el1", "syscalls and faults of the VMM process (nVHE/pKVM host at EL1)"),
+    ("VMM→EL2", "trans.el0.el2", "syscalls of the VMM process under VHE (host kernel at EL2)"),
+    ("insn guest", "insn.el1.lo", "instructions of the guest"),
+    ("insn host", "insn.el1.hi", "instructions of the host kernel at EL1 (nVHE/pKVM)"),
+    ("insn VMM", "insn.el0.lo", "instructions of the VMM process"),
+    ("insn EL2", "insn.el2", "instructions at EL2 (the hypervisor; under VHE also the host kernel)"),
+    ("TLBI bcast", "tlbi.bcast", "broadcast TLB invalidations (IS/OS)"),
+    ("TLBI local", "tlbi.local", "local TLB invalidations"),
+    ("faults host", "faults.host", "write faults the host resolved (the test's vCPU stats)"),
+    ("faults EL2", "faults.el2", "write faults EL2 resolved (the test's vCPU stats)"),
+]
+
+
+def load_plan(d):
+    plan = []
+    with open(os.path.join(d, "plan.txt")) as f:
+        for line in f:
+            w = line.split()
+            if len(w) != 6:
+                continue
+            kind, mode, k = w[0], w[1], int(w[2])
+            kv = dict(x.split("=", 1) for x in w[3:])
+            plan.append({"kind": kind, "mode": mode, "k": k, "fast": kv["fast"],
+                         "rep": int(kv["rep"]), "iters": int(kv["iters"])})
+    return plan
+
+
+def parse_log(path):
+    """Markers by tag, and per test name its output lines."""
+    marks, out, cur = {}, {}, None
+    if not os.path.exists(path):
+        return marks, out
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = MARK.search(line)
+            if m:
+                marks[int(m.group(1), 16)] = {
+                    k: int(v) for k, v in (x.split("=") for x in m.group(2).split())}
+                line = line[:m.start()] + line[m.end():]
+            s = START.match(line.strip())
+            if s:
+                cur = s.group(1)
+                out[cur] = []
+            elif cur:
+                out[cur].append(line)
+    return marks, out
+
+
+def passed(path):
+    ok = set()
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                w = line.split()
+                if len(w) >= 3 and w[0] == "PASS":
+                    ok.add(w[2])
+    return ok
+
+
+def run_name(r):
+    f = "x" if r["fast"] == "-" else r["fast"]
+    if r["kind"] == "counts":
+        return "r%d_f%s_%d_i%d" % (r["k"], f, r["rep"], r["iters"])
+    return "t%d_f%s_%d" % (r["k"], f, r["rep"])
+
+
+def faults(lines):
+    host = el2 = 0
+    for line in lines:
+        m = FAULTS.search(line)
+        if m and int(m.group(1)) >= 2:
+            host += int(m.group(2))
+            el2 += int(m.group(3))
+    return host, el2
+
+
+def dirty_ns(lines):
+    t = [int(m.group(2)) * 10**9 + int(m.group(3).ljust(9, "0")[:9])
+         for line in lines for m in [ITER_TIME.search(line)] if m and int(m.group(1)) >= 2]
+    return sum(t), len(t)
+
+
+def rng(vals, fmt):
+    if not vals:
+        return "–"
+    med = statistics.median(vals)
+    if len(vals) == 1 or min(vals) == max(vals):
+        return fmt % med
+    return (fmt + " (" + fmt + "–" + fmt + ")") % (med, min(vals), max(vals))
+
+
+def cell_label(mode, fast):
+    if fast == "1":
+        return mode + ", fast path"
+    if fast == "0":
+        return mode + ", host path"
+    return mode
+
+
+def main():
+    args = sys.argv[1:]
+    readme = None
+    if "--readme" in args:
+        i = args.index("--readme")
+        readme = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 1:
+        sys.exit("usage: counts-report.py DIR [--readme README.md]")
+    d = args[0]
+    plan = load_plan(d)
+    if not plan:
+        sys.exit("counts-report: %s/plan.txt lists no run" % d)
+    logs, oks = {}, {}
+    rows, failed = [], []
+    for r in plan:
+        key = (r["kind"], r["mode"])
+        if key not in logs:
+            logs[key] = parse_log(os.path.join(d, "raw", "%s-%s.log" % key))
+            oks[key] = passed(os.path.join(d, "raw", "%s-%s.results" % key))
+        marks, out = logs[key]
+        name = run_name(r)
+        lines = out.get(name, [])
+        if name not in oks[key]:
+            failed.append("%s %s %s: not reported PASS" % (r["kind"], r["mode"], name))
+            continue
+        row = dict(r, name=name)
+        row["faults.host"], row["faults.el2"] = faults(lines)
+        if r["kind"] == "counts":
+            a, b = marks.get(2 * r["k"]), marks.get(2 * r["k"] + 1)
+            if not a or not b:
+                failed.append("%s %s %s: a marker is missing" % (r["kind"], r["mode"], name))
+                continue
+            row.update({c: b[c] - a[c] for c in a})
+        else:
+            row["ns"], row["iters_timed"] = dirty_ns(lines)
+            if row["iters_timed"] != r["iters"] - 1:
+                failed.append("%s %s %s: %d dirty iterations timed" %
+                              (r["kind"], r["mode"], name, row["iters_timed"]))
+                continue
+        rows.append(row)
+
+    keys = sorted({k for r in rows for k in r if k.startswith(("insn.", "trans.", "tlbi."))})
+    with open(os.path.join(d, "counts.csv"), "w") as f:
+        cols = ["kind", "mode", "fast", "rep", "iters", "name", "faults.host", "faults.el2", "ns"] + keys
+        f.write(",".join(cols) + "\n")
+        for r in rows:
+            f.write(",".join(str(r.get(c, "")) for c in cols) + "\n")
+
+    # Per dirtied page: -i 4 minus -i 2 of the same cell and repetition.
+    cells = {}
+    for r in rows:
+        if r["kind"] != "counts":
+            continue
+        cells.setdefault((r["mode"], r["fast"]), {}).setdefault(r["rep"], {})[r["iters"]] = r
+    per_page = {}
+    for cell, reps in cells.items():
+        for rep, runs in reps.items():
+            if 2 in runs and 4 in runs:
+                diff = {c: (runs[4].get(c, 0) - runs[2].get(c, 0)) / (EXTRA_ITERS * PAGES)
+                        for _, c, _ in ROWS}
+                per_page.setdefault(cell, []).append(diff)
+    order = []
+    for mode in ("protected", "protected-nvhe", "nvhe", "vhe"):
+        for fast in ("1", "0", "-"):
+            if (mode, fast) in per_page:
+                order.append((mode, fast))
+
+    md = ["# bench-counts: what a dirtied page costs, in counts", ""]
+    readme_txt = os.path.join(d, "README.txt")
+    if os.path.exists(readme_txt):
+        md += ["    " + line.rstrip() for line in open(readme_txt)] + [""]
+    md += ["Per dirtied page: (run with -i 4 − run with -i 2, same cell, same boot, "
+           "paired by repetition) / (%d × %d pages). Median over the pairs, their range "
+           "in brackets. Everything the two runs share cancels; what differs is two "
+           "dirty iterations: the guest's write faults, their resolution, and the get "
+           "and clear of the log (KVM_GET_DIRTY_LOG, KVM_CLEAR_DIRTY_LOG), with timer "
+           "ticks during them (host time, not instructions: the one source of noise)."
+           % (EXTRA_ITERS, PAGES), ""]
+    table = ["| per dirtied page | " + " | ".join(cell_label(*c) + " (%d)" % len(per_page[c]) for c in order) + " |",
+             "| --- |" + " --- |" * len(order)]
+    for label, c, _ in ROWS:
+        vals = [[p[c] for p in per_page[cell]] for cell in order]
+        if all(abs(v) < 0.005 for vs in vals for v in vs):
+            continue
+        fmt = "%.0f" if c.startswith("insn.") else "%.2f"
+        table.append("| " + label + " | " + " | ".join(rng(v, fmt) for v in vals) + " |")
+    md += table + [""]
+    md += ["Rows: " + "; ".join("**%s**: %s" % (label, what) for label, _, what in ROWS) + ".", ""]
+
+    # Time ratios, fast path / host path, paired by repetition within a boot.
+    ratio_lines = []
+    for kind, what in (("icount", "-icount shift=0,sleep=off (instruction-weighted)"),
+                       ("tcg", "TCG wall time")):
+        for mode in ("protected", "protected-nvhe"):
+            pairs = {}
+            for r in rows:
+                if r["kind"] == kind and r["mode"] == mode:
+                    pairs.setdefault(r["rep"], {})[r["fast"]] = r
+            ratios = [p["1"]["ns"] / p["0"]["ns"] for p in pairs.values()
+                      if "1" in p and "0" in p and p["0"]["ns"]]
+            fast_ns = [p["1"]["ns"] / ((p["1"]["iters_timed"]) * PAGES) for p in pairs.values() if "1" in p]
+            host_ns = [p["0"]["ns"] / ((p["0"]["iters_timed"]) * PAGES) for p in pairs.values() if "0" in p]
+            if ratios:
+                ratio_lines.append("| %s | %s | %s | %s | %s |" % (
+                    mode, what, rng(fast_ns, "%.0f"), rng(host_ns, "%.0f"), rng(ratios, "%.3f")))
+    if ratio_lines:
+        md += ["## Time per dirtied page, fast path against host path (same boot, paired)", "",
+               "| mode | clock | fast path ns/page | host path ns/page | fast / host |",
+               "| --- | --- | --- | --- | --- |"] + ratio_lines + [""]
+    md += ["## Runs", "", "%d planned, %d counted, %d failed." % (len(plan), len(rows), len(failed))]
+    md += ["- " + x for x in failed] + [""]
+    with open(os.path.join(d, "counts.md"), "w") as f:
+        f.write("\n".join(md))
+
+    if readme:
+        text = open(readme).read()
+        a, b = "<!-- counts -->", "<!-- /counts -->"
+        if a not in text or b not in text:
+            sys.exit("counts-report: %s has no %s ... %s block" % (readme, a, b))
+        rel = os.path.relpath(d, os.path.dirname(os.path.abspath(readme)))
+        block = [a, "From [`%s/counts.md`](%s/counts.md) (generated by "
+                 "`scripts/counts-report.py`):" % (rel, rel), ""] + table + [""]
+        if ratio_lines:
+            block += ["| mode | clock | fast path ns/page | host path ns/page | fast / host |",
+                      "| --- | --- | --- | --- | --- |"] + ratio_lines + [""]
+        block += ["%d of %d planned runs counted." % (len(rows), len(plan)), b]
+        pre, rest = text.split(a, 1)
+        post = rest.split(b, 1)[1]
+        with open(readme, "w") as f:
+            f.write(pre + "\n".join(block) + post)
+    print("counts-report: %d of %d runs counted, %d failed; %s/counts.md" %
+          (len(rows), len(plan), len(failed), d))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
