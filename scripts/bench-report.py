@@ -35,7 +35,8 @@ def parse_log(path):
         # collapse: 1 = EL2 restores split blocks in place when logging
         # stops, 0 = collapsed on fault (pkvm_collapse=N). Empty for
         # runs from before the knob (they were 0).
-        run = {"mode": mode, "el2_debug": int(debug), "boot": boot, "split": split,
+        run = {"label": label, "name": name,
+               "mode": mode, "el2_debug": int(debug), "boot": boot, "split": split,
                "fast": int(fast[1:]), "workload": work, "vcpus": int(vcpus),
                "dirty_log": mp, "ok": status == "ok",
                "split_wp": knobs.get("wp"), "collapse": knobs.get("c")}
@@ -45,6 +46,11 @@ def parse_log(path):
             return conv(g.group(1)) if g else None
 
         run["it2_dirty_s"] = grab(r"Iteration 2 dirty memory time: " + NUM)
+        # Every dirty pass after the first (which faults the memory in):
+        # iterations 2..N, not the pass after logging off.
+        run["dirty_s"] = [float(t) for n, t in
+                          re.findall(r"^# Iteration (\d+) dirty memory time: " + NUM,
+                                     body, re.M) if int(n) >= 2]
         run["enable_s"] = grab(r"Enabling dirty logging time: " + NUM)
         run["it1_clear_s"] = grab(r"Iteration 1 clear dirty log time: " + NUM)
         run["it2_clear_s"] = grab(r"Iteration 2 clear dirty log time: " + NUM)
@@ -93,7 +99,7 @@ def parse_log(path):
 
 
 COLUMNS = ["mode", "split", "fast", "split_wp", "collapse", "workload", "vcpus", "dirty_log", "boot", "rep",
-           "el2_debug", "ok", "it2_dirty_s", "enable_s", "it1_clear_s", "it2_clear_s",
+           "el2_debug", "ok", "it2_dirty_s", "dirty_s", "enable_s", "it1_clear_s", "it2_clear_s",
            "clear_total_s", "get_total_s", "disable_s", "it2_faults", "it2_host_faults",
            "it2_el2_faults", "it2_buf_full", "it2_el2_ns", "it2_el2_contended", "split_hcalls",
            "blocks_split",
@@ -134,23 +140,31 @@ class Report:
                 all(r[k] == v for k, v in kw.items())]
 
     def it2(self, debug=0, boot=None, **kw):
+        """Median of every dirty pass after the first (iterations 2..N) of
+        the cell's runs, in one boot or in all."""
         rs = self.sel(debug, **kw)
         if boot is not None:
             rs = [r for r in rs if r["boot"] == boot]
-        return med([r["it2_dirty_s"] for r in rs])
+        return med([t for r in rs for t in r["dirty_s"]])
 
     def ratio(self, a, b):
-        """Median over all runs, and the range of per-boot ratios, of it2(a)/it2(b)."""
-        top, bot = self.it2(**a), self.it2(**b)
-        if top is None or not bot:
+        """Pair a and b, and return (median, min, max, pairing) over the
+        pairs of it2(a)/it2(b). Cells of one mode ran in the same boots:
+        each boot is a pair. Cells of two modes ran in different boots,
+        with no natural pairing: every boot of a against every boot of b."""
+        ba = {bt: self.it2(boot=bt, **a) for bt in self.boots}
+        bb = {bt: self.it2(boot=bt, **b) for bt in self.boots}
+        ba = {k: v for k, v in ba.items() if v is not None}
+        bb = {k: v for k, v in bb.items() if v}
+        if a.get("mode") == b.get("mode"):
+            per = [ba[bt] / bb[bt] for bt in sorted(set(ba) & set(bb))]
+            how = f"{len(per)} boots"
+        else:
+            per = [x / y for x in ba.values() for y in bb.values()]
+            how = f"{len(ba)}×{len(bb)} pairings"
+        if not per:
             return None
-        per_boot = []
-        for boot in self.boots:
-            x, y = self.it2(boot=boot, **a), self.it2(boot=boot, **b)
-            if x is not None and y:
-                per_boot.append(x / y)
-        lo, hi = (min(per_boot), max(per_boot)) if per_boot else (top / bot, top / bot)
-        return top / bot, lo, hi
+        return med(per), min(per), max(per), how
 
 
 def verdict(value, lo, hi, target, le):
@@ -168,6 +182,77 @@ def fmtr(r, unit="x"):
     return f"{v:.2f}{unit} [{lo:.2f}–{hi:.2f}]"
 
 
+MODE_NAME = {"protected": "hVHE", "protected-nvhe": "protected nVHE"}
+
+
+def prose(rep, pkvm_modes, facts, targets, outdir):
+    """The README's sentences on this run, every figure from it."""
+    def rg(per, fmt="{:.2f}"):
+        return f"{fmt.format(min(per))}–{fmt.format(max(per))}"
+
+    para = []
+    rs = [r for m in pkvm_modes for r in rep.sel(mode=m, fast=1, split="2M") if r.get("it2_faults")]
+    if rs:
+        per = [(r.get("it2_host_faults") or 0) / r["it2_faults"] for r in rs]
+        host = sum(r.get("it2_host_faults") or 0 for r in rs)
+        full = sum(r.get("it2_buf_full") or 0 for r in rs)
+        worst = (f"at most 1 per {round(1 / max(per)):,} pages in any run" if max(per)
+                 else "none in any run")
+        why = (", all of them buffer-full exits" if host and full == host else
+               f", {full} of {host} of them buffer-full exits" if host and
+               any(r.get("it2_buf_full") is not None for r in rs) else "")
+        para.append("What carries over as is: iteration 2's faults go from one host round "
+                    f"trip per dirtied page to **none** ({med(per):.0f} host exits in the median "
+                    f"run, {worst}{why}), and nothing of it takes the host's `mmu_lock`.")
+    w1 = [facts[(m, "words", 1)] for m in pkvm_modes if (m, "words", 1) in facts]
+    w0 = [facts[(m, "words", 0)] for m in pkvm_modes if (m, "words", 0) in facts]
+    c1 = [(m, facts[(m, "it1_clear_s")]) for m in pkvm_modes if (m, "it1_clear_s") in facts]
+    if w1:
+        allw1 = [x for p in w1 for x in p]
+        s = (f"A `KVM_CLEAR_DIRTY_LOG` word costs {'exactly ' if min(allw1) == max(allw1) else ''}"
+             f"{med(allw1):.3f} hypercalls")
+        if w0:
+            s += f" ({med([x for p in w0 for x in p]):.3f} on the two-step path)"
+        if c1:
+            s += ("; under TCG the clear's time does not show it beyond noise: iteration 1's "
+                  "clear, one call over two steps, paired per boot, ranges " +
+                  " and ".join(f"{rg(per)}x ({MODE_NAME[m]})" for m, per in c1))
+        para.append(s + ".")
+    off = [facts[(m, "disable_s")] for m in pkvm_modes if (m, "disable_s") in facts]
+    ret = [facts[(m, "off_retouch_s")] for m in pkvm_modes if (m, "off_retouch_s") in facts]
+    both = [(m, facts[(m, "both")]) for m in pkvm_modes if (m, "both") in facts]
+    if off and ret and both:
+        parts = []
+        for m, per in both:
+            above = sorted(x for x in per if x > 1)
+            v = "met" if max(per) <= 1 else "**missed**"
+            parts.append(f"{med(per):.2f}x {MODE_NAME[m]}, {v}" +
+                         (f": {len(above)} boot{'s' if len(above) > 1 else ''} of {len(per)} "
+                          f"above 1 ({', '.join(f'{x:.2f}' for x in above)})" if above else ""))
+        para.append("Turning logging off then costs "
+                    f"{min(med(p) for p in off):.1f} to {max(med(p) for p in off):.1f} times "
+                    "more than collapsing on fault (medians; the restore runs there), the "
+                    f"pass after it {min(med(p) for p in ret):.2f} to "
+                    f"{max(med(p) for p in ret):.2f} of it, and the two together "
+                    + "; ".join(parts) + ".")
+    two = [t for t in targets if "vCPUs ≥ at" in t[0]]
+    if two:
+        missed = [t[0].split(" fast-path")[0] + " " + t[0].rsplit(", ", 1)[1]
+                  for t in two if t[3] == "missed"]
+        para.append("The 2-vCPU rows run three threads (two vCPUs and the test's main "
+                    "thread) on 2 host cores" +
+                    (f"; the \"2-vCPU gain at least the 1-vCPU gain\" target is missed in "
+                     f"{len(missed)} of {len(two)} cells ({', '.join(missed)}), and these runs "
+                     "do not show why." if missed else "."))
+    took = re.search(r"took (\d+) min", open(os.path.join(outdir, "README.txt")).read())
+    if took:
+        incl = "kernel builds included" in open(os.path.join(outdir, "README.txt")).read()
+        para.append(f"The run took {took.group(1)} min (its `README.txt`), " +
+                    ("the kernel builds included." if incl else
+                     "not counting the kernel builds, which it did before its clock started."))
+    return "\n".join(para)
+
+
 def main(outdir, readme=None):
     runs = []
     raw = os.path.join(outdir, "raw")
@@ -179,8 +264,34 @@ def main(outdir, readme=None):
         w = csv.writer(f)
         w.writerow(COLUMNS)
         for r in runs:
-            w.writerow([r.get(c, 1 if c == "rep" else None) for c in COLUMNS])
+            w.writerow([";".join(map(str, r[c])) if c == "dirty_s" else
+                        r.get(c, 1 if c == "rep" else None) for c in COLUMNS])
 
+    # The plan: bench.sh keeps each boot's list (raw/<label>.list). A
+    # planned run with no "ok"/"not ok" line (the boot hung, crashed or
+    # timed out) is a failed run, as is a boot that exited non-zero.
+    planned = not_run = 0
+    for name in sorted(os.listdir(raw)):
+        if not name.endswith(".list"):
+            continue
+        label = name[:-5]
+        m = re.match(r"(protected-nvhe|protected|nvhe|vhe)(-debug)?-b(\d+)$", label)
+        if not m:
+            continue
+        seen = {r["name"] for r in runs if r["label"] == label}
+        for line in open(os.path.join(raw, name)):
+            f = line.split()
+            if len(f) < 2 or f[0].startswith("#"):
+                continue
+            planned += 1
+            if f[1] not in seen:
+                not_run += 1
+                split, work, vcpus, mp, fast, *knobs = f[1][2:].split("_")
+                runs.append({"mode": m.group(1), "el2_debug": int(bool(m.group(2))),
+                             "boot": int(m.group(3)), "split": split, "workload": work,
+                             "vcpus": int(vcpus), "fast": int(fast[1:]), "ok": False,
+                             "label": label, "name": f[1], "dirty_s": [],
+                             "why": "no result line (not run: the boot hung or died)"})
     rep = Report(runs)
     vcpus = sorted({r["vcpus"] for r in rep.runs})
     pkvm_modes = [m for m in ("protected", "protected-nvhe") if rep.sel(mode=m)]
@@ -189,22 +300,35 @@ def main(outdir, readme=None):
     out("# Dirty-logging benchmark (`make bench`)\n")
     out(open(os.path.join(outdir, "README.txt")).read().replace("\n", "  \n"))
     out("Under QEMU TCG emulation: compare ratios within this run, never absolute "
-        "times with hardware. `it2` is the seed's \"Iteration 2 dirty memory time\" "
-        "(manual-protect, initially-set, 2 MiB hugetlb, guest mode 3). Each value is "
-        "the median over every run of the production kernel (EL2 debug checks off); "
-        "[min–max] is the range of the per-boot values, and a target is met only if "
-        "the whole range clears it. 2-vCPU rows are oversubscribed: two vCPU threads "
-        "and the test's main thread on a 2-CPU L1 guest on 2 host cores.\n")
-    out(f"Runs: {len(rep.runs)} ok, {len(rep.failed)} failed; boots per mode: {len(rep.boots)}.\n")
+        "times with hardware. `it2` is the seed's \"dirty memory time\" of every pass "
+        "after the first (iterations 2 and 3: the first faults the memory in), "
+        "manual-protect, initially-set, 2 MiB hugetlb, guest mode 3, on the production "
+        "kernel (EL2 debug checks off). A boot's value of a cell is the median of its "
+        "samples. A time ratio is computed per pair and reported as the median "
+        "[min–max] over the pairs: cells of one mode ran in the same boots, so each boot "
+        "is a pair (\"5 boots\"); cells of two modes ran in different boots with no "
+        "natural pairing, so every boot of one is paired with every boot of the other "
+        "(\"5×5 pairings\"). A target is met only if the whole range clears it. 2-vCPU "
+        "rows are oversubscribed: two vCPU threads and the test's main thread on a "
+        "2-CPU L1 guest on 2 host cores.\n")
+    if planned:
+        out(f"Runs: {planned} planned (raw/*.list), {len(rep.runs)} ok, {len(rep.failed)} "
+            f"failed ({not_run} of them with no result: not run); boots per mode: "
+            f"{len(rep.boots)}.\n")
+    else:
+        out(f"Runs: {len(rep.runs)} ok, {len(rep.failed)} failed; boots per mode: "
+            f"{len(rep.boots)} (this run predates the recorded plan: a run that left no "
+            "result line is not counted).\n")
     if rep.failed:
         out("**Failed runs**: " + ", ".join(
-            f"{r['mode']} b{r['boot']} {r['split']}/{r['workload']}/{r['vcpus']}/f{r['fast']}"
-            for r in rep.failed[:20]) + "\n")
+            f"{r['mode']} b{r['boot']} {r['name']}" + (f" ({r['why']})" if r.get("why") else "")
+            for r in rep.failed) + "\n")
 
     targets = []
+    facts = {}  # what the README's sentences quote (prose() below)
 
-    def target(name, value, lo, hi, goal, le=True, text=None):
-        targets.append((name, text or f"{value:.3f} [{lo:.3f}–{hi:.3f}]"
+    def target(name, value, lo, hi, how, goal, le=True, text=None):
+        targets.append((name, text or f"{value:.3f} [{lo:.3f}–{hi:.3f}], {how}"
                         if value is not None else "–",
                         ("≤ " if le else "≥ ") + f"{goal}", verdict(value, lo, hi, goal, le)))
 
@@ -230,7 +354,7 @@ def main(outdir, readme=None):
                             el2 = sum(r.get("it2_el2_faults") or 0 for r in rs)
                             ns = sum(r.get("it2_el2_ns") or 0 for r in rs)
                             out(f"| {mode}{' (debug EL2)' if debug else ''} | {fast} | {split} | "
-                                f"{work} | {v} | {med([r['it2_dirty_s'] for r in rs]):.3f} | "
+                                f"{work} | {v} | {med([t for r in rs for t in r['dirty_s']]):.3f} | "
                                 f"{lo:.3f}–{hi:.3f} | {med([r['it2_faults'] for r in rs]):.0f} | "
                                 f"{med([r.get('it2_host_faults') for r in rs]) or 0:.0f} | "
                                 f"{med([r.get('it2_el2_faults') for r in rs]) or 0:.0f} | "
@@ -266,7 +390,7 @@ def main(outdir, readme=None):
                     targets.append((f"{mode} fast-path speed-up at {vcpus[-1]} vCPUs ≥ at "
                                     f"{vcpus[0]}, {work}",
                                     f"{s2[0]:.2f}x [{s2[1]:.2f}–{s2[2]:.2f}] vs "
-                                    f"{s1[0]:.2f}x [{s1[1]:.2f}–{s1[2]:.2f}]",
+                                    f"{s1[0]:.2f}x [{s1[1]:.2f}–{s1[2]:.2f}], {s1[3]}",
                                     "≥ 1-vCPU speed-up",
                                     "met" if s2[1] >= s1[2] else "missed"))
         rs = rep.sel(mode=mode, fast=1, split="2M")
@@ -321,6 +445,7 @@ def main(outdir, readme=None):
                    (r["mem_pages"] / 64 * r["iterations"]) for r in rs]
             verdict_ = ("reported" if goal == "report" else
                         "met" if max(per) <= 1 + 1e-9 else "missed")
+            facts[(mode, "words", wp)] = per
             targets.append((f"{mode} hypercalls per KVM_CLEAR_DIRTY_LOG word{what}",
                             f"{med(per):.3f} [{min(per):.3f}–{max(per):.3f}]", goal, verdict_))
         # What the one call saves, in time.
@@ -335,6 +460,7 @@ def main(outdir, readme=None):
                 boots = sorted(set(one) & set(two))
                 if boots:
                     per = [one[b] / two[b] for b in boots]
+                    facts[(mode, key)] = per
                     targets.append((f"{mode} {what} time, one call / two-step, w10, 1 vCPU",
                                     f"{med(per):.2f}x [{min(per):.2f}–{max(per):.2f}]",
                                     "report", "reported"))
@@ -384,6 +510,7 @@ def main(outdir, readme=None):
             boots = sorted(set(on) & set(off))
             if boots:
                 per = [on[b] / off[b] for b in boots]
+                facts[(mode, key)] = per
                 targets.append((f"{mode} {what}, restored in place / collapsed on fault, "
                                 "w10, 1 vCPU (time ratio)",
                                 f"{med(per):.2f}x [{min(per):.2f}–{max(per):.2f}]",
@@ -399,17 +526,18 @@ def main(outdir, readme=None):
         boots = sorted(set(both[1]) & set(both[0]))
         if boots:
             per = [both[1][b] / both[0][b] for b in boots]
+            facts[(mode, "both")] = per
             targets.append((f"{mode} logging off + re-touch of every page, restored in place / "
                             "collapsed on fault, w10, 1 vCPU (time ratio)",
                             f"{med(per):.2f}x [{min(per):.2f}–{max(per):.2f}]", "≤ 1",
                             "met" if max(per) <= 1 else "missed"))
-        boots = sorted(set(both[1]) & set(nv))
-        if boots:
-            per = [both[1][b] / nv[b] for b in boots]
+        if both[1] and nv:
+            # Two modes, two sets of boots: every pairing.
+            per = [x / y for x in both[1].values() for y in nv.values()]
             targets.append((f"{mode} logging off + re-touch of every page, restored in place / "
                             "nvhe's upstream collapse on fault, w10, 1 vCPU (time ratio)",
-                            f"{med(per):.2f}x [{min(per):.2f}–{max(per):.2f}]", "report",
-                            "reported"))
+                            f"{med(per):.2f}x [{min(per):.2f}–{max(per):.2f}], "
+                            f"{len(both[1])}×{len(nv)} pairings", "report", "reported"))
     targets.append(("memory per vCPU for the dirty buffer (price)",
                     f"{DIRTY_BUF_BYTES} bytes ({DIRTY_BUF_FRAMES} frames)", "report", "reported"))
     for mode in ("protected", "protected-nvhe", "nvhe", "vhe"):
@@ -421,7 +549,7 @@ def main(outdir, readme=None):
                        le=False)
 
     out("\n## Targets\n")
-    out("| target | measured: median [per-boot range] | goal | verdict |")
+    out("| target | measured: median [range over the pairs, or over runs] | goal | verdict |")
     out("| --- | --- | --- | --- |")
     for t in targets:
         out("| " + " | ".join(t) + " |")
@@ -476,7 +604,7 @@ def main(outdir, readme=None):
         "them and returned by each split call.")
     open(os.path.join(outdir, "results.md"), "w").write("\n".join(lines) + "\n")
 
-    headline = ["| target | measured: median [per-boot range] | goal | verdict |",
+    headline = ["| target | measured: median [range over the pairs, or over runs] | goal | verdict |",
                 "| --- | --- | --- | --- |"]
     headline += ["| " + " | ".join(t) + " |" for t in targets]
     if readme:
@@ -488,7 +616,11 @@ def main(outdir, readme=None):
                     "`scripts/bench-report.py --readme` (do not edit by hand).\n\n" +
                     "\n".join(headline) + f"\n{end}")
             text = text[:text.index(begin)] + body + text[text.index(end) + len(end):]
-            open(readme, "w").write(text)
+        begin, end = "<!-- bench-prose:begin -->", "<!-- bench-prose:end -->"
+        if begin in text and end in text:
+            body = begin + "\n" + prose(rep, pkvm_modes, facts, targets, outdir) + "\n" + end
+            text = text[:text.index(begin)] + body + text[text.index(end) + len(end):]
+        open(readme, "w").write(text)
 
     try:
         import matplotlib

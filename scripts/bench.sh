@@ -39,6 +39,8 @@ for m in $MODES; do
 	case "$m" in protected|protected-nvhe|nvhe|vhe) ;; *) die "BENCH_MODES: unknown mode '$m'" ;; esac
 done
 
+# Wall time from here: the kernel builds count.
+start=$(date +%s)
 "$TOP/scripts/build-kernel.sh" "$VARIANT"
 [ "$DEBUG_BOOTS" -eq 0 ] || "$TOP/scripts/build-kernel.sh" default
 
@@ -87,26 +89,42 @@ run_boot() {
 	local list=$BUILD/bench-$label.list
 	boot_list "$mode" "$boot" "$list"
 	echo "== $label: $mode, boot $boot, kernel $variant ($(date -u +%H:%M:%S)); order: $(awk '{print $2}' "$list" | tr '\n' ' ')"
+	# The plan (every planned run, for the report to find each one's
+	# result) and the kernel's configuration of what is measured.
+	cp "$list" "$out/raw/$label.list"
 	MATRIX=$list INITRAMFS_OUT=$BUILD/bench-initramfs.cpio "$TOP/scripts/mk-initramfs.sh" >/dev/null
+	local rc=0
 	INITRD=$BUILD/bench-initramfs.cpio BOOT_TIMEOUT=${BENCH_BOOT_TIMEOUT:-1800} \
-		"$TOP/scripts/boot.sh" "$mode" "$variant" "$mode" | grep -v '^PASS' || true
-	cp "$BUILD/logs/$variant-$mode-$mode.log" "$out/raw/$label.log"
+		"$TOP/scripts/boot.sh" "$mode" "$variant" "$mode" > "$out/raw/$label.boot" 2>&1 || rc=$?
+	grep -v '^PASS' "$out/raw/$label.boot" || true
+	{
+		echo "# bench: $label, kernel $variant, boot.sh exit status $rc"
+		for o in NVHE_EL2_DEBUG NVHE_EL2_TRACING PROVE_LOCKING PKVM_SPLIT_ABI_TEST; do
+			echo "# config: CONFIG_$o=$(sed -n "s/^CONFIG_$o=//p" "$BUILD/obj/$variant/.config" | grep . || echo n)"
+		done
+		cat "$BUILD/logs/$variant-$mode-$mode.log"
+	} > "$out/raw/$label.log"
 }
 
-start=$(date +%s)
 echo "bench: seed $SEED, $BOOTS boots per mode of '$VARIANT', $DEBUG_BOOTS of 'default' (debug EL2), modes: $MODES"
+# The debug boots go between the production boots, at seeded places, so
+# that a drift over the bench does not fall on them alone.
+debug_after=()
+for boot in $(seq 1 "$DEBUG_BOOTS"); do
+	debug_after+=("$(seq 1 "$BOOTS" | seeded_shuffle "$SEED-debug-$boot" | head -1)")
+done
 for boot in $(seq 1 "$BOOTS"); do
 	# The modes too go in a seeded order, boot by boot.
 	for mode in $(printf '%s\n' $MODES | seeded_shuffle "$SEED-modes-$boot"); do
 		run_boot "$VARIANT" "$mode" "$boot" "$mode-b$boot"
 	done
-done
-for boot in $(seq 1 "$DEBUG_BOOTS"); do
-	run_boot default protected "$boot" "protected-debug-b$boot"
+	for i in "${!debug_after[@]}"; do
+		[ "${debug_after[$i]}" = "$boot" ] && run_boot default protected "$((i + 1))" "protected-debug-b$((i + 1))"
+	done
 done
 
 {
-	echo "date: $stamp (UTC); took $(( ($(date +%s) - start) / 60 )) min"
+	echo "date: $stamp (UTC); took $(( ($(date +%s) - start) / 60 )) min (from the start, kernel builds included)"
 	echo "machine: $(nproc) host cores, $(uname -m), QEMU $(qemu-system-aarch64 --version | head -1 | awk '{print $4}') TCG; guest (L1) -smp ${SMP:-2}"
 	echo "kernel: $(git -C "$TREE" describe --always) on base $(git -C "$TREE" rev-parse --short base); headline variant '$VARIANT', debug rows 'default'"
 	echo "seed: $SEED"
