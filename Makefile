@@ -8,7 +8,7 @@ export BUILD
 S := $(CURDIR)/scripts
 
 .PHONY: all deps tree kernel selftests initramfs run test check patches \
-	bench bench-counts matrix bisect fuzz repro clean distclean
+	bench bench-counts bench-migrate matrix bisect fuzz repro clean distclean
 
 all: initramfs
 
@@ -61,6 +61,14 @@ bench-counts: initramfs
 	@$(S)/build-kernel.sh nodebug
 	@$(S)/bench-counts.sh
 	@/usr/bin/python3 $(S)/counts-report.py $$(ls -d bench/counts/*/ | tail -1) --readme README.md
+
+# Dirty logging shaped like a live migration: the guest keeps writing while
+# the log is collected and cleared in rounds, then the blackout; bitmap and
+# dirty ring, fast path on/off, every host mode. Results in bench/migrate/;
+# MIGRATE_* variables in scripts/bench-migrate.sh.
+bench-migrate: initramfs
+	@$(S)/bench-migrate.sh
+	@/usr/bin/python3 $(S)/migrate-report.py $$(ls -d bench/migrate/*/ | tail -1) --readme README.md
 
 # 4K/16K/64K pages x NVHE_EL2_DEBUG on/off builds, 16K and 64K pKVM boots (long).
 matrix: tree selftests

@@ -5,7 +5,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 need "${CROSS}gcc" make rsync
 
-TESTS=${SELFTESTS:-"dirty_log_test dirty_log_perf_test kvm_page_table_test kvm_binary_stats_test arm64/stage2_block_transitions arm64/pkvm_split_test arm64/pkvm_split_race_test arm64/pkvm_split_abi_test arm64/pkvm_split_fuzz_test set_memory_region_test memslot_modification_stress_test mmu_stress_test"}
+TESTS=${SELFTESTS:-"dirty_log_test dirty_log_perf_test dirty_log_migrate_perf_test kvm_page_table_test kvm_binary_stats_test arm64/stage2_block_transitions arm64/pkvm_split_test arm64/pkvm_split_race_test arm64/pkvm_split_abi_test arm64/pkvm_split_fuzz_test set_memory_region_test memslot_modification_stress_test mmu_stress_test"}
 hdr=${BUILD_SELFTESTS_HDR:-$BUILD/uapi}
 out=${BUILD_SELFTESTS_OUT:-$BUILD/selftests}
 
