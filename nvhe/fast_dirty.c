@@ -106,7 +106,7 @@ bool pkvm_handle_dirty_fault(struct kvm_vcpu *vcpu)
 	struct pkvm_dirty_log_state *st = &hyp_vcpu->dirty;
 	struct pkvm_hyp_vm *vm;
 	phys_addr_t ipa;
-	bool full;
+	bool full, waited;
 	s8 level;
 	int ret;
 
@@ -135,10 +135,12 @@ bool pkvm_handle_dirty_fault(struct kvm_vcpu *vcpu)
 	/*
 	 * The VM's lock orders this with split and unshare, which free
 	 * page-table pages: EL2 has no RCU to let a lock-free walk outlive
-	 * them.
+	 * them. How often a fault finds it held is for the hyp event only,
+	 * a racy sample taken only while the event is on.
 	 */
+	waited = hyp_event_enabled(pkvm_dirty_fault) && hyp_spin_is_locked(&vm->lock);
 	ret = __pkvm_guest_relax_marked(vm, ipa, !full, &level);
-	trace_pkvm_dirty_fault(ipa, ret);
+	trace_pkvm_dirty_fault(ipa, waited, ret);
 	switch (ret) {
 	case 0:
 		st->nr++;

@@ -16,12 +16,21 @@
 #     instructions at each EL, broadcast and local TLBIs. Everything the
 #     runs share (VM creation, population, eager split, teardown, init's
 #     bookkeeping) cancels.
+#     With COUNTS_VCPUS="1 2" (the default) every cell also runs with 2
+#     vCPUs (16384 pages per iteration): what a fault costs at 2 vCPUs
+#     against 1 (issue #25, item 4: the scaling 2 host cores can judge).
 #  2. Time, the same ratio two ways: under -icount shift=0,sleep=off
 #     (guest time advances one ns per instruction, so every instruction
 #     weighs alike, exceptions and world switches included) and under plain
 #     TCG (wall time, which weighs world switches heavily): one boot of
 #     each per pKVM mode, fast=1 and fast=0 runs alternating, the ratio of
-#     their dirty-iteration times paired run by run.
+#     their dirty-iteration times paired run by run; at 1 and 2 vCPUs
+#     (vCPU-time per fault = wall time x vCPUs / pages).
+#  3. The VM's lock: one boot per pKVM mode of the default kernel (hyp
+#     events exist only with NVHE_EL2_DEBUG, which also checks page states
+#     under the host's lock in the fast path), fast path on, 1 and 2 vCPUs,
+#     each run under hyp-expect: the share of faults resolved at EL2 that
+#     found the VM's lock held (pkvm_dirty_fault's waited).
 #
 # Results go to bench/counts/<date>/: raw serial logs, plan.txt, counts.csv,
 # counts.md; scripts/counts-report.py writes the last two and, with
@@ -30,6 +39,8 @@
 #   COUNTS_REPS     pairs of runs per cell (default 3)
 #   COUNTS_VARIANT  kernel variant (default nodebug, the production config)
 #   COUNTS_TIME     1 (default) to run the -icount and TCG time boots, 0 not
+#   COUNTS_VCPUS    vCPU counts (default "1 2")
+#   COUNTS_LOCK     1 (default) to run the lock boots, 0 not
 #   COUNTS_SEED     shuffle seed (default: the time)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -40,10 +51,14 @@ VARIANT=${COUNTS_VARIANT:-nodebug}
 TIME=${COUNTS_TIME:-1}
 SEED=${COUNTS_SEED:-$(date +%s)}
 PARAM=/sys/module/kvm/parameters/pkvm_fast_dirty
-ARGS="-s anonymous_hugetlb_2mb -b 32M -v 1 -m 3 -k 2M"
+VCPUS=${COUNTS_VCPUS:-"1 2"}
+LOCK=${COUNTS_LOCK:-1}
+ARGS="-s anonymous_hugetlb_2mb -b 32M -m 3 -k 2M"
 
 case "$REPS" in ''|*[!0-9]*|0) die "COUNTS_REPS must be a positive count, not '$REPS'" ;; esac
 case "$TIME" in 0|1) ;; *) die "COUNTS_TIME must be 0 or 1, not '$TIME'" ;; esac
+case "$LOCK" in 0|1) ;; *) die "COUNTS_LOCK must be 0 or 1, not '$LOCK'" ;; esac
+for v in $VCPUS; do case "$v" in 1|2) ;; *) die "COUNTS_VCPUS: '$v' is not 1 or 2" ;; esac; done
 for m in $MODES; do
 	case "$m" in protected|protected-nvhe|nvhe|vhe) ;; *) die "COUNTS_MODES: unknown mode '$m'" ;; esac
 done
@@ -64,14 +79,20 @@ fasts() { case "$1" in protected*) echo "1 0" ;; *) echo "-" ;; esac; }
 # One boot; $3 makes its list. Every planned run is in plan.txt, and the
 # report counts a run without its two markers (or its "ok" line) as failed.
 boot() {
-	local kind=$1 mode=$2 list=$BUILD/counts-$1-$2.list label=$1-$2 rc=0
+	local kind=$1 mode=$2 list=$BUILD/counts-$1-$2.list label=$1-$2 rc=0 variant=${4:-$VARIANT}
 	"$3" "$mode" > "$list"
 	MATRIX=$list LIST_PREFIX=counts- INITRAMFS_OUT=$BUILD/counts-initramfs.cpio \
 		"$TOP/scripts/mk-initramfs.sh" >/dev/null || die "mk-initramfs failed"
 	echo "== $label ($(date -u +%H:%M:%S)): $(grep -c ' ./dirty_log_perf_test' "$list") runs"
 	INITRD=$BUILD/counts-initramfs.cpio BOOT_TIMEOUT=${COUNTS_BOOT_TIMEOUT:-2400} \
-		"$TOP/scripts/boot.sh" "$mode" "$VARIANT" "counts-$mode" > "$out/raw/$label.results" 2>&1 || rc=$?
-	cp "$BUILD/logs/$VARIANT-$mode-counts-$mode.log" "$out/raw/$label.log"
+		"$TOP/scripts/boot.sh" "$mode" "$variant" "counts-$mode" > "$out/raw/$label.results" 2>&1 || rc=$?
+	{
+		echo "# bench-counts: $label, kernel $variant, boot.sh exit status $rc"
+		for o in NVHE_EL2_DEBUG NVHE_EL2_TRACING PROVE_LOCKING; do
+			echo "# config: CONFIG_$o=$(sed -n "s/^CONFIG_$o=//p" "$BUILD/obj/$variant/.config" | grep . || echo n)"
+		done
+		cat "$BUILD/logs/$variant-$mode-counts-$mode.log"
+	} > "$out/raw/$label.log"
 	grep -E '^FAIL' "$out/raw/$label.results" || true
 	[ $rc -eq 0 ] || echo "bench-counts: boot $label ended with status $rc (its runs are counted as failed)"
 }
@@ -79,30 +100,48 @@ boot() {
 # Counts: for each cell and repetition, an -i 2 and an -i 4 run (in a
 # seeded order), each between markers 2k and 2k+1.
 counts_list() {
-	local mode=$1 k=0 cell f rep it sw
+	local mode=$1 k=0 cell f rep it sw v
 	for f in $(fasts "$mode"); do
-		for rep in $(seq 1 "$REPS"); do
-			for it in 2 4; do echo "$f:$rep:$it"; done
+		for v in $VCPUS; do
+			for rep in $(seq 1 "$REPS"); do
+				for it in 2 4; do echo "$f:$v:$rep:$it"; done
+			done
 		done
 	done | seeded_shuffle "$SEED-counts-$mode" |
-	while IFS=: read -r f rep it; do
+	while IFS=: read -r f v rep it; do
 		sw=""
 		[ "$f" = - ] || sw="$PARAM=$f"
-		echo "counts $mode $k fast=$f rep=$rep iters=$it" >> "$plan"
+		echo "counts $mode $k fast=$f rep=$rep iters=$it vcpus=$v" >> "$plan"
 		echo "all m${k}a 60 ./elmark $((2 * k))"
-		echo "all r${k}_f${f/-/x}_${rep}_i${it} 600 $sw ./dirty_log_perf_test $ARGS -i $it"
+		echo "all r${k}_f${f/-/x}_v${v}_${rep}_i${it} 600 $sw ./dirty_log_perf_test $ARGS -v $v -i $it"
 		echo "all m${k}b 60 ./elmark $((2 * k + 1))"
 		k=$((k + 1))
 	done
 }
 
-# Time: fast=1 and fast=0 alternating, -i 4, REPS pairs.
+# Time: fast=1 and fast=0 alternating, -i 4, REPS pairs per vCPU count.
 time_list() {
-	local mode=$1 k=0 rep f
+	local mode=$1 k=0 rep f v
+	for v in $VCPUS; do
+		for rep in $(seq 1 "$REPS"); do
+			for f in 1 0; do
+				echo "$kind $mode $k fast=$f rep=$rep iters=4 vcpus=$v" >> "$plan"
+				echo "all t${k}_f${f}_v${v}_${rep} 900 $PARAM=$f ./dirty_log_perf_test $ARGS -v $v -i 4"
+				k=$((k + 1))
+			done
+		done
+	done
+}
+
+# The VM's lock: fast path on, REPS runs per vCPU count, alternating, each
+# under hyp-expect (which counts the faults EL2 resolved and how many
+# found the lock held).
+lock_list() {
+	local mode=$1 k=0 rep v
 	for rep in $(seq 1 "$REPS"); do
-		for f in 1 0; do
-			echo "$kind $mode $k fast=$f rep=$rep iters=4" >> "$plan"
-			echo "all t${k}_f${f}_${rep} 900 $PARAM=$f ./dirty_log_perf_test $ARGS -i 4"
+		for v in $VCPUS; do
+			echo "lock $mode $k fast=1 rep=$rep iters=4 vcpus=$v" >> "$plan"
+			echo "all l${k}_f1_v${v}_${rep} 900 $PARAM=1 ./hyp-expect el2_faults=1 -- ./dirty_log_perf_test $ARGS -v $v -i 4"
 			k=$((k + 1))
 		done
 	done
@@ -119,6 +158,13 @@ if [ "$TIME" = 1 ]; then
 		kind=tcg QEMU_EXTRA="" boot tcg "$mode" time_list
 	done
 fi
+if [ "$LOCK" = 1 ]; then
+	"$TOP/scripts/build-kernel.sh" default
+	for mode in $MODES; do
+		case "$mode" in protected*) ;; *) continue ;; esac
+		QEMU_EXTRA="" boot lock "$mode" lock_list default
+	done
+fi
 
 {
 	echo "date: $stamp (UTC); took $(( ($(date +%s) - start) / 60 )) min"
@@ -126,7 +172,7 @@ fi
 	echo "kernel: $(git -C "$TREE" describe --always) on base $(git -C "$TREE" rev-parse --short base), variant '$VARIANT' ($(grep -q '^CONFIG_NVHE_EL2_DEBUG=y' "$BUILD/obj/$VARIANT/.config" && echo NVHE_EL2_DEBUG=y || echo NVHE_EL2_DEBUG off); $(grep -q '^CONFIG_NVHE_EL2_TRACING=y' "$BUILD/obj/$VARIANT/.config" && echo NVHE_EL2_TRACING=y || echo NVHE_EL2_TRACING off))"
 	echo "scenario: dirty_log_perf_test $ARGS -i 2 / -i 4"
 	echo "seed: $SEED"
-	echo "command: make bench-counts COUNTS_MODES=\"$MODES\" COUNTS_REPS=$REPS COUNTS_VARIANT=$VARIANT COUNTS_TIME=$TIME COUNTS_SEED=$SEED"
+	echo "command: make bench-counts COUNTS_MODES=\"$MODES\" COUNTS_REPS=$REPS COUNTS_VARIANT=$VARIANT COUNTS_TIME=$TIME COUNTS_VCPUS=\"$VCPUS\" COUNTS_LOCK=$LOCK COUNTS_SEED=$SEED"
 } > "$out/README.txt"
 /usr/bin/python3 "$TOP/scripts/counts-report.py" "$out"
 echo "bench-counts: results in $out ($(( ($(date +%s) - start) / 60 )) min)"

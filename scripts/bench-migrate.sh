@@ -16,7 +16,7 @@
 # and each boot's plan, results.csv and results.md by
 # scripts/migrate-report.py (with --readme, the README's section).
 #   MIGRATE_MODES    host modes (default: protected protected-nvhe nvhe vhe)
-#   MIGRATE_BOOTS    boots per mode (default 3)
+#   MIGRATE_BOOTS    boots per mode (default 5)
 #   MIGRATE_VCPUS    vCPU counts (default "1 2")
 #   MIGRATE_VARIANT  kernel variant (default nodebug, the production config)
 #   MIGRATE_SEED     shuffle seed (default: the time)
@@ -24,7 +24,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 MODES=${MIGRATE_MODES:-"protected protected-nvhe nvhe vhe"}
-BOOTS=${MIGRATE_BOOTS:-3}
+BOOTS=${MIGRATE_BOOTS:-5}
 VCPUS=${MIGRATE_VCPUS:-"1 2"}
 VARIANT=${MIGRATE_VARIANT:-nodebug}
 SEED=${MIGRATE_SEED:-$(date +%s)}

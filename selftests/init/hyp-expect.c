@@ -15,7 +15,8 @@
  *   el2_faults    write faults EL2 resolved itself (pkvm_dirty_fault, ret 0)
  * must each be at least N. Exit status: COMMAND's if it failed, 1 if an
  * expectation was missed or the events could not be read (lost events
- * included), else 0. It prints what it counted.
+ * included), else 0. It prints what it counted, and how many of the faults
+ * resolved at EL2 found the VM's lock held (pkvm_dirty_fault's waited).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,7 +39,7 @@ static const char *const events[] = {
 	"pkvm_host_split_range", "pkvm_dirty_fault", "selftest",
 };
 
-static unsigned long split_blocks, el2_faults, lines;
+static unsigned long split_blocks, el2_faults, el2_waited, lines;
 static bool lost, marker_seen;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t seen = PTHREAD_COND_INITIALIZER;
@@ -81,12 +82,14 @@ static void account(const char *line)
 		return;
 	}
 	ev += 2;
-	if (!strncmp(ev, "pkvm_host_split_range ", 22))
+	if (!strncmp(ev, "pkvm_host_split_range ", 22)) {
 		split_blocks += field(ev, "blocks");
-	else if (!strncmp(ev, "pkvm_dirty_fault ", 17))
+	} else if (!strncmp(ev, "pkvm_dirty_fault ", 17)) {
 		el2_faults += !!strstr(ev, " ret=0");
-	else if (!strncmp(ev, "selftest ", 9) && field(ev, "id") == MARKER)
+		el2_waited += strstr(ev, " ret=0") && strstr(ev, " waited=1");
+	} else if (!strncmp(ev, "selftest ", 9) && field(ev, "id") == MARKER) {
 		marker_seen = true;
+	}
 }
 
 static void *reader(void *arg)
@@ -203,6 +206,8 @@ int main(int argc, char **argv)
 		;
 	printf("hyp-expect: %lu blocks split at EL2, %lu write faults resolved at EL2 (%lu events%s)\n",
 	       split_blocks, el2_faults, lines, lost ? ", some LOST" : "");
+	printf("hyp-expect: %lu of the faults resolved at EL2 found the VM's lock held\n",
+	       el2_waited);
 	if (ret || !marker_seen) {
 		printf("hyp-expect: EL2's marker event never came\n");
 		ret = 1;
