@@ -138,7 +138,7 @@ bool pkvm_handle_dirty_fault(struct kvm_vcpu *vcpu)
 	 * them. How often a fault finds it held is for the hyp event only,
 	 * a racy sample taken only while the event is on.
 	 */
-	waited = hyp_event_enabled(pkvm_dirty_fault) && hyp_spin_is_locked(&vm->lock);
+	waited = trace_pkvm_dirty_fault_enabled() && hyp_spin_is_locked(&vm->lock);
 	ret = __pkvm_guest_relax_marked(vm, ipa, !full, &level);
 	trace_pkvm_dirty_fault(ipa, waited, ret);
 	switch (ret) {
