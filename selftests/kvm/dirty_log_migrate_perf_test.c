@@ -308,9 +308,13 @@ static void run(void)
 	for (i = 0; i < p.nr_vcpus; i++)
 		pthread_create(&threads[i], NULL, vcpu_thread, vcpus[i]);
 
-	/* Every page faulted in (blocks mapped) before the rate is taken. */
-	while (total_written() < 2 * nr_pages)
-		usleep(1000);
+	/*
+	 * Every vCPU through its pages twice (its blocks mapped) before the
+	 * rate is taken and logging starts.
+	 */
+	for (i = 0; i < p.nr_vcpus; i++)
+		while (READ_ONCE(written[i]) < 2 * guest_pages_per_vcpu)
+			usleep(1000);
 	base = guest_rate(p.rate_ms);
 	pr_info("Guest rate, logging off: %.0f pages/s\n", base);
 
