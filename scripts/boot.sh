@@ -145,7 +145,13 @@ while read -r line; do
 	fi
 	case "$verdict" in
 	PASS) result PASS "$mode" "$name" ;;
-	FAIL) result FAIL "$mode" "$name" "${n#* # } (log: $log)" ;;
+	FAIL) result FAIL "$mode" "$name" "${n#* # } (log: $log)"
+		# What the test said last (its assertion), so that a CI
+		# record without the serial log still shows why.
+		awk -v s="# start $name" -v e="$line" '$0 == s { on = 1; n = 0; next }
+			on && $0 == e { exit } on && /^# time / { next } on { l[n++ % 12] = $0 }
+			END { for (i = (n > 12 ? n - 12 : 0); i < n; i++) print "    | " l[i % 12] }' \
+			<(tr -d '\r' < "$log") ;;
 	SKIP)
 		if why=$(expected_skip "$name"); then
 			result SKIP "$mode" "$name" "expected: $why"

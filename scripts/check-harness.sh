@@ -6,7 +6,7 @@
 #     planned test "not run";
 #   - a list line with a typo'd mode or no timeout: mk-initramfs refuses it;
 #   - one boot of misbehaving tests (selftests/harness.list): a failing
-#     test, an unexpected skip, an expected skip (selftests/expected-skips.list),
+#     test (and the last lines it printed, under its FAIL), an unexpected skip, an expected skip (selftests/expected-skips.list),
 #     a test past its timeout, a hung-task report in the kernel log;
 #   - a boot killed at its time limit, and a kernel whose init dies at
 #     once (panic): FAIL boot, and the planned tests not run;
@@ -77,6 +77,7 @@ expect "list line without a timeout" nonzero "$work/notime" "needs a timeout"
 INITRD=$work/harness.cpio run "$work/probes" "$TOP/scripts/boot.sh" "$mode" default "$H"
 expect "misbehaving tests" nonzero "$work/probes" \
 	"^PASS $mode mode-line" "^PASS $mode probe_pass\$" "^FAIL $mode probe_fail exit status 1" \
+	"^    \| # probe: the reason this test failed\$" \
 	"^FAIL $mode probe_skip skipped, and .* does not expect it" \
 	"^SKIP $mode probe_skip_expected expected: " \
 	"^FAIL $mode probe_timeout timeout after 5s" "^PASS $mode probe_hung_task\$" \

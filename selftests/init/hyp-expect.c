@@ -9,8 +9,12 @@
  * went to the host. Under pKVM, EL2 emits hyp events (CONFIG_NVHE_EL2_TRACING)
  * for what it does; this runs COMMAND with them enabled, reads them from
  * /sys/kernel/tracing/remotes/hypervisor/trace_pipe while it runs, and,
- * once it exits, asks EL2 for a marker event (write_event) so that every
- * event emitted before is counted. Then:
+ * once it exits, asks EL2 for a marker event (write_event) on every CPU,
+ * pinned to each in turn, and reads until all of them have come: each
+ * CPU's events reach trace_pipe in order, but not in timestamp order
+ * across CPUs (the reader sees a CPU's buffer as of its last poll), so
+ * only a marker per CPU makes sure every event emitted before is counted.
+ * Then:
  *   split_blocks  blocks EL2 split (pkvm_host_split_range's blocks);
  *   el2_faults    write faults EL2 resolved itself (pkvm_dirty_fault, ret 0)
  * must each be at least N. Exit status: COMMAND's if it failed, 1 if an
@@ -18,9 +22,11 @@
  * included), else 0. It prints what it counted, and how many of the faults
  * resolved at EL2 found the VM's lock held (pkvm_dirty_fault's waited).
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -40,7 +46,8 @@ static const char *const events[] = {
 };
 
 static unsigned long split_blocks, el2_faults, el2_waited, lines;
-static bool lost, marker_seen;
+static unsigned long markers_seen;
+static bool lost;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t seen = PTHREAD_COND_INITIALIZER;
 
@@ -88,7 +95,7 @@ static void account(const char *line)
 		el2_faults += !!strstr(ev, " ret=0");
 		el2_waited += strstr(ev, " ret=0") && strstr(ev, " waited=1");
 	} else if (!strncmp(ev, "selftest ", 9) && field(ev, "id") == MARKER) {
-		marker_seen = true;
+		markers_seen++;
 	}
 }
 
@@ -112,7 +119,7 @@ static void *reader(void *arg)
 			account(line);
 			line = nl + 1;
 		}
-		if (marker_seen)
+		if (markers_seen)
 			pthread_cond_signal(&seen);
 		pthread_mutex_unlock(&lock);
 		len -= line - buf;
@@ -153,12 +160,42 @@ static void teardown(void)
 	write_str(HYP "/events/enable", "0");
 }
 
+/* A marker event from EL2 on every CPU this can run on; *@nr says how many. */
+static int markers_write(unsigned long *nr)
+{
+	int cpu, ncpus = sysconf(_SC_NPROCESSORS_CONF);
+	cpu_set_t old, one;
+	char marker[32];
+
+	*nr = 0;
+	if (sched_getaffinity(0, sizeof(old), &old)) {
+		perror("hyp-expect: sched_getaffinity");
+		return -1;
+	}
+	snprintf(marker, sizeof(marker), "%lu", MARKER);
+	for (cpu = 0; cpu < ncpus && cpu < CPU_SETSIZE; cpu++) {
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		/* An offline CPU runs no EL2 code that could emit an event. */
+		if (sched_setaffinity(0, sizeof(one), &one))
+			continue;
+		if (write_str(HYP "/write_event", marker))
+			return -1;
+		++*nr;
+	}
+	if (sched_setaffinity(0, sizeof(old), &old) || !*nr) {
+		fprintf(stderr, "hyp-expect: no CPU to write a marker event on\n");
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned long want_split = 0, want_el2 = 0;
 	struct timespec deadline;
 	int i, fd, status, ret;
-	char marker[32];
+	unsigned long markers;
 	pthread_t thr;
 	pid_t pid;
 
@@ -196,20 +233,20 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	snprintf(marker, sizeof(marker), "%lu", MARKER);
-	ret = write_str(HYP "/write_event", marker);
+	ret = markers_write(&markers);
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += 30;
 	pthread_mutex_lock(&lock);
-	while (!ret && !marker_seen &&
+	while (!ret && markers_seen < markers &&
 	       pthread_cond_timedwait(&seen, &lock, &deadline) != ETIMEDOUT)
 		;
 	printf("hyp-expect: %lu blocks split at EL2, %lu write faults resolved at EL2 (%lu events%s)\n",
 	       split_blocks, el2_faults, lines, lost ? ", some LOST" : "");
 	printf("hyp-expect: %lu of the faults resolved at EL2 found the VM's lock held\n",
 	       el2_waited);
-	if (ret || !marker_seen) {
-		printf("hyp-expect: EL2's marker event never came\n");
+	if (ret || markers_seen < markers) {
+		printf("hyp-expect: %lu of EL2's %lu marker events came\n",
+		       markers_seen, markers);
 		ret = 1;
 	} else if (lost) {
 		ret = 1;

@@ -4,7 +4,9 @@
  * misbehaves on purpose, so that the harness can be shown to count each
  * kind of misbehaviour as a failure.
  *
- *   probe exit N        exit with status N (4 is kselftest's skip)
+ *   probe exit N [TEXT] print TEXT on one line (the reason a failing
+ *                       test gives), then exit with status N (4 is
+ *                       kselftest's skip)
  *   probe sleep S       sleep S seconds, then exit 0 (a hung test)
  *   probe say TEXT...   print TEXT on one line, then exit 0 (a line the
  *                       serial-log check must catch)
@@ -26,11 +28,14 @@ int main(int argc, char *argv[])
 	if (getpid() == 1)
 		return 0;
 	if (argc < 3) {
-		fprintf(stderr, "usage: probe exit N | sleep S | say TEXT... | kmsg TEXT...\n");
+		fprintf(stderr, "usage: probe exit N [TEXT...] | sleep S | say TEXT... | kmsg TEXT...\n");
 		return 2;
 	}
-	if (!strcmp(argv[1], "exit"))
+	if (!strcmp(argv[1], "exit")) {
+		for (i = 3; i < argc; i++)
+			printf("%s%s", argv[i], i + 1 < argc ? " " : "\n");
 		return atoi(argv[2]);
+	}
 	if (!strcmp(argv[1], "sleep")) {
 		sleep(atoi(argv[2]));
 		return 0;

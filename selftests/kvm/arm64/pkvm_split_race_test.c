@@ -772,6 +772,7 @@ static void *toggle_logging_thread(void *arg)
 static void test_two_slots(void)
 {
 	u64 n, gpa, gva, i, w, read, changed = 0, *now, *base, b0, el2;
+	struct hyp_counts h0;
 	struct two_slots c = {};
 	struct race_vcpu r[2];
 	pthread_t toggler;
@@ -814,7 +815,7 @@ static void test_two_slots(void)
 	for (i = 0; i < n; i++)
 		base[i] = NOT_CLEARED;
 	hyp_events_read();
-	b0 = hyp.collapse_blocks;
+	h0 = hyp;
 
 	vm_mem_region_set_flags(t.vm, OTHER_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
 	for (i = 0; i < 2; i++)
@@ -855,10 +856,12 @@ static void test_two_slots(void)
 		TEST_ASSERT(test_bit(i, log), "two slots: page %lu not in the last log", i);
 
 	hyp_events_read();
-	b0 = hyp.collapse_blocks - b0;
+	b0 = hyp.collapse_blocks - h0.collapse_blocks;
 	el2 = vcpu_get_stat(r[1].vcpu, el2_dirty_faults);
-	pr_info("two slots: %lu reads of the second slot's log, %lu pages changed in them, all set; %lu logging toggles on the data slot, %lu blocks restored; vCPU 1: %lu passes, %lu faults at EL2\n",
-		read, changed, c.toggles, b0, r[1].passes, el2);
+	pr_info("two slots: %lu reads of the second slot's log, %lu pages changed in them, all set; %lu logging toggles on the data slot, %lu blocks split, %lu restored by %lu hypercalls (%lu left split); vCPU 1: %lu passes, %lu faults at EL2\n",
+		read, changed, c.toggles, hyp.split_blocks - h0.split_blocks, b0,
+		hyp.collapse_calls - h0.collapse_calls,
+		hyp.collapse_skipped - h0.collapse_skipped, r[1].passes, el2);
 	TEST_ASSERT(changed, "two slots: no page changed between a clear and a read");
 	TEST_ASSERT(!fast_dirty || el2, "two slots: no write to the second slot resolved at EL2");
 	TEST_ASSERT(!collapse || b0 >= t.nr_blocks,

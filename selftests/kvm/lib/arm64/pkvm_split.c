@@ -5,6 +5,7 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -114,15 +115,15 @@ static s64 hyp_sfield(const char *line, const char *key)
 	return (s64)hyp_field(line, key);
 }
 
-/* Add one trace_pipe line to the sums; true if it is marker @marker. */
-static bool hyp_account(const char *line, u64 marker)
+/* Add one trace_pipe line to the sums; a marker's id, 0 for other events. */
+static u64 hyp_account(const char *line)
 {
 	const char *ev = strstr(line, ": ");
 
 	TEST_ASSERT(!strstr(line, "LOST") && ev, "hyp trace: %s", line);
 	ev += 2;
 	if (!strncmp(ev, "selftest ", 9))
-		return hyp_field(ev, "id") == marker;
+		return hyp_field(ev, "id");
 	if (!strncmp(ev, "pkvm_host_split_range ", 22)) {
 		hyp.split_calls++;
 		hyp.split_blocks += hyp_field(ev, "blocks");
@@ -139,30 +140,60 @@ static bool hyp_account(const char *line, u64 marker)
 	} else if (!strncmp(ev, "pkvm_dirty_fault ", 17)) {
 		hyp.fault_full += hyp_sfield(ev, "ret") == -ENOSPC;
 	}
-	return false;
+	return 0;
 }
 
 /*
- * Bring the sums up to date: have EL2 emit a marker event (write_event),
- * then consume trace_pipe up to it. Events merge in timestamp order, so
- * every event EL2 emitted before the marker, on any CPU, is counted. Only
- * the thread and process that set tracing up read the pipe; the others
- * (vCPU threads, killed-VMM children) leave the sums alone.
+ * Have EL2 emit one marker event on every CPU, from this thread pinned to
+ * each in turn; returns how many. Each CPU's events reach trace_pipe in
+ * the order EL2 wrote them, but not in timestamp order across CPUs: the
+ * reader sees a CPU's buffer as of its last poll (a CPU's events were seen
+ * seconds after a later marker from another CPU). So one marker is no
+ * fence; one per CPU is, once all of them have been read.
+ */
+static int hyp_markers_write(u64 *first)
+{
+	int cpu, nr = 0, ncpus = sysconf(_SC_NPROCESSORS_CONF);
+	cpu_set_t old, one;
+	char id[32];
+
+	TEST_ASSERT(!sched_getaffinity(0, sizeof(old), &old), "sched_getaffinity");
+	*first = hyp_marker + 1;
+	for (cpu = 0; cpu < ncpus && cpu < CPU_SETSIZE; cpu++) {
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		/* An offline CPU runs no EL2 code that could emit an event. */
+		if (sched_setaffinity(0, sizeof(one), &one))
+			continue;
+		snprintf(id, sizeof(id), "%lu", ++hyp_marker);
+		TEST_ASSERT(write_file(HYP_TRACE "/write_event", id), "hyp marker event");
+		nr++;
+	}
+	TEST_ASSERT(!sched_setaffinity(0, sizeof(old), &old), "sched_setaffinity");
+	TEST_ASSERT(nr, "no CPU to emit a hyp marker event on");
+	return nr;
+}
+
+/*
+ * Bring the sums up to date: have EL2 emit a marker event on every CPU,
+ * then consume trace_pipe until all of them have come, so that every
+ * event EL2 emitted before, on any CPU, is counted. Only the thread and
+ * process that set tracing up read the pipe; the others (vCPU threads,
+ * killed-VMM children) leave the sums alone.
  */
 void hyp_events_read(void)
 {
 	static char buf[8192];
 	static size_t len;
-	char id[32];
-	bool found = false;
+	u64 first, id;
+	int nr, seen = 0;
 
 	if (hyp_pipe < 0 || !hyp_reader || getpid() != hyp_pid)
 		return;
 
 	pthread_mutex_lock(&hyp_lock);
-	snprintf(id, sizeof(id), "%lu", ++hyp_marker);
-	TEST_ASSERT(write_file(HYP_TRACE "/write_event", id), "hyp marker event");
-	while (!found) {
+	nr = hyp_markers_write(&first);
+	while (seen < nr) {
 		char *nl, *line = buf;
 		ssize_t n;
 
@@ -173,9 +204,13 @@ void hyp_events_read(void)
 			    n ? strerror(errno) : "end of file");
 		len += n;
 		buf[len] = 0;
-		while (!found && (nl = strchr(line, '\n'))) {
+		while (seen < nr && (nl = strchr(line, '\n'))) {
 			*nl = 0;
-			found = hyp_account(line, hyp_marker);
+			id = hyp_account(line);
+			TEST_ASSERT(!id || (id >= first && id < first + nr),
+				    "hyp marker %lu outside this read's %lu..%lu", id,
+				    first, first + nr - 1);
+			seen += !!id;
 			line = nl + 1;
 		}
 		len -= line - buf;
