@@ -9,7 +9,9 @@
  * permission fault, which EL2 sees first: it records the page's frame in the
  * vCPU's dirty buffer, makes the page writable again, clears the mark,
  * invalidates the TLB entry on this CPU only and re-enters the guest,
- * without a trip to the host and without any host lock.
+ * without a trip to the host and without any lock: the walk is shared and
+ * the entry updated with a compare-and-exchange, and no table page it may
+ * reach is freed before it is done (guest_s2_put_page()).
  *
  * The dirty buffer is a host page, shared with EL2 and pinned for the vCPU's
  * life. EL2 keeps its own count of what it wrote: the host can read and
@@ -105,8 +107,9 @@ bool pkvm_handle_dirty_fault(struct kvm_vcpu *vcpu)
 	struct pkvm_dirty_buf *buf = hyp_vcpu->dirty_buf;
 	struct pkvm_dirty_log_state *st = &hyp_vcpu->dirty;
 	struct pkvm_hyp_vm *vm;
+	unsigned int retries;
 	phys_addr_t ipa;
-	bool full, waited;
+	bool full;
 	s8 level;
 	int ret;
 
@@ -133,14 +136,13 @@ bool pkvm_handle_dirty_fault(struct kvm_vcpu *vcpu)
 		WRITE_ONCE(buf->gfn[st->nr], ipa >> PAGE_SHIFT);
 
 	/*
-	 * The VM's lock orders this with split and unshare, which free
-	 * page-table pages: EL2 has no RCU to let a lock-free walk outlive
-	 * them. How often a fault finds it held is for the hyp event only,
-	 * a racy sample taken only while the event is on.
+	 * Without the VM's lock: faults on other pages, of this VM's other
+	 * vCPUs or while the host write-protects for logging, go on in
+	 * parallel. How often the update had to be tried again is for the
+	 * hyp event.
 	 */
-	waited = trace_pkvm_dirty_fault_enabled() && hyp_spin_is_locked(&vm->lock);
-	ret = __pkvm_guest_relax_marked(vm, ipa, !full, &level);
-	trace_pkvm_dirty_fault(ipa, waited, ret);
+	ret = __pkvm_guest_relax_marked(vm, ipa, !full, &level, &retries);
+	trace_pkvm_dirty_fault(ipa, retries, ret);
 	switch (ret) {
 	case 0:
 		st->nr++;

@@ -30,7 +30,8 @@
 #     events exist only with NVHE_EL2_DEBUG, which also checks page states
 #     under the host's lock in the fast path), fast path on, 1 and 2 vCPUs,
 #     each run under hyp-expect: the share of faults resolved at EL2 that
-#     found the VM's lock held (pkvm_dirty_fault's waited).
+#     waited (pkvm_dirty_fault's waited: for the VM's lock, or, since the
+#     fault path takes no lock, a lost compare-and-exchange tried again).
 #
 # Results go to bench/counts/<date>/: raw serial logs, plan.txt, counts.csv,
 # counts.md; scripts/counts-report.py writes the last two and, with
@@ -135,7 +136,7 @@ time_list() {
 
 # The VM's lock: fast path on, REPS runs per vCPU count, alternating, each
 # under hyp-expect (which counts the faults EL2 resolved and how many
-# found the lock held).
+# waited).
 lock_list() {
 	local mode=$1 k=0 rep v
 	for rep in $(seq 1 "$REPS"); do

@@ -7,6 +7,9 @@
  *
  * - vcpu-race: KVM_CLEAR_DIRTY_LOG splitting blocks while two vCPUs write
  *   to them; every log collected is checked with dirty_log_test's rule.
+ * - shared-tables: the same with the two vCPUs on every other page, so on
+ *   the same page tables, and a block unmapped (its table freed) in each
+ *   round while they write.
  * - slot-churn: splits while the memslot is deleted, moved and
  *   mprotect()ed under them.
  * - move-buffered: a memslot move while frames the vCPU dirtied at EL2 are
@@ -17,8 +20,9 @@
  * - two-slots: logging turned on and off (split, restore) on one memslot
  *   while another keeps logging, its log read and cleared again and again
  *   under a writing vCPU, each read checked with dirty_log_test's rule.
- * - On pKVM, kill: the VMM killed inside a split and inside a restore;
- *   every page it donated comes back.
+ * - On pKVM, kill: the VMM killed inside a split, while its vCPU takes
+ *   dirty-logging faults and inside a restore; every page it donated comes
+ *   back.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -37,13 +41,16 @@
 #include "test_util.h"
 #include "ucall.h"
 
-/* Racing vCPUs each rewrite their half of the pages, pass after pass. */
-static void race_guest_code(u64 first, u64 last)
+/*
+ * Racing vCPUs each rewrite their pages, every @step-th from @first to
+ * @last, pass after pass.
+ */
+static void race_guest_code(u64 first, u64 last, u64 step)
 {
 	u64 words = guest_page_size / 8, pass, i, w;
 
 	for (pass = 1;; pass++) {
-		for (i = first; i < last; i++) {
+		for (i = first; i < last; i += step) {
 			u64 *page = (u64 *)(TEST_GVA + i * guest_page_size);
 
 			for (w = 0; w < words; w++)
@@ -56,7 +63,7 @@ static void race_guest_code(u64 first, u64 last)
 struct race_vcpu {
 	struct kvm_vcpu *vcpu;
 	pthread_t thread;
-	u64 first, last, passes;
+	u64 first, last, step, passes;
 };
 
 static bool race_stop;
@@ -151,12 +158,19 @@ static u64 check_log_rule(struct test_vm *t, unsigned long *log, const u64 *now,
  * Split while two vCPUs keep writing the same range: clears of random
  * 64-page words split blocks under write-protection faults, and logging is
  * turned off (the vCPUs collapse blocks again) and back on now and then.
- * Afterwards every word holds the last pass's data, and a final clear and
- * write pass give an exact dirty log.
+ * Each vCPU writes half of the range; with @shared, every other page, so
+ * that the two fault on the same page tables, and each round also takes a
+ * random block away from the guest and gives it back (an mprotect() that
+ * only adds PROT_EXEC: the host unmaps the block, EL2 unshares its pages
+ * and frees its table, while the vCPUs keep writing, and their next writes
+ * map it again). Every log read while they write is checked with
+ * dirty_log_test's rule; afterwards every word holds the last pass's data,
+ * and a final clear and write pass give an exact dirty log.
  */
-static void test_split_vs_vcpu_faults(void)
+static void test_split_vs_vcpu_faults(bool shared)
 {
-	u64 words, round, j, w, i, faults, *now, *base, changed = 0;
+	const char *what = shared ? "vCPUs on shared tables" : "split vs vCPU faults";
+	u64 words, round, j, w, i, b, faults, *now, *base, changed = 0, unmaps = 0;
 	struct race_vcpu r[2];
 	struct split_stats s0, s1;
 	unsigned long *log;
@@ -172,10 +186,11 @@ static void test_split_vs_vcpu_faults(void)
 	for (i = 0; i < 2; i++) {
 		r[i].vcpu = t.vcpus[i + 1];
 		vcpu_set_reg(r[i].vcpu, ARM64_CORE_REG(regs.pc), (u64)race_guest_code);
-		r[i].first = i * t.npages / 2;
-		r[i].last = (i + 1) * t.npages / 2;
+		r[i].first = shared ? i : i * t.npages / 2;
+		r[i].last = shared ? t.npages : (i + 1) * t.npages / 2;
+		r[i].step = shared ? 2 : 1;
 		r[i].passes = 0;
-		vcpu_args_set(r[i].vcpu, 2, r[i].first, r[i].last);
+		vcpu_args_set(r[i].vcpu, 3, r[i].first, r[i].last, r[i].step);
 	}
 	for (i = 0; i < 2; i++)
 		pthread_create(&r[i].thread, NULL, race_vcpu_thread, &r[i]);
@@ -201,7 +216,17 @@ static void test_split_vs_vcpu_faults(void)
 		for (i = 0; i < t.npages; i++)
 			now[i] = word0(&t, i);
 		kvm_vm_get_dirty_log(t.vm, DATA_SLOT, log);
-		changed += check_log_rule(&t, log, now, base, "split vs vCPU faults");
+		changed += check_log_rule(&t, log, now, base, what);
+		if (shared) {
+			/* A block's table freed under the vCPUs' faults. */
+			b = random() % t.nr_blocks;
+			TEST_ASSERT(!mprotect(t.hva + b * block_size, block_size,
+					      PROT_READ | PROT_WRITE | PROT_EXEC) &&
+				    !mprotect(t.hva + b * block_size, block_size,
+					      PROT_READ | PROT_WRITE),
+				    "mprotect of block %lu", b);
+			unmaps++;
+		}
 		w = random() % words;
 		for (j = 0; j < words; j++) {
 			w = (w + 5) % words;	/* visits every word: 5 and words are coprime */
@@ -221,21 +246,22 @@ static void test_split_vs_vcpu_faults(void)
 		 * mapped again.
 		 */
 		race_vcpu_thread(&r[i]);
-		for (j = r[i].first; j < r[i].last; j++)
+		for (j = r[i].first; j < r[i].last; j += r[i].step)
 			page_seed[j] = r[i].passes;
 	}
 	read_split_stats(&t, &s1);
-	pr_info("split vs vCPU faults: %lu and %lu passes, %lu blocks split in %lu hypercalls, %lu pages changed between a clear and a read, all in the log\n",
-		r[0].passes, r[1].passes, s1.blocks - s0.blocks, s1.hcalls - s0.hcalls, changed);
+	pr_info("%s: %lu and %lu passes, %lu blocks split in %lu hypercalls, %lu blocks unmapped, %lu pages changed between a clear and a read, all in the log\n",
+		what, r[0].passes, r[1].passes, s1.blocks - s0.blocks, s1.hcalls - s0.hcalls,
+		unmaps, changed);
 	free(log);
 	free(now);
 	free(base);
 	for (i = 0; i < 2; i++)
-		pr_info("split vs vCPU faults: vCPU %lu: %lu faults resolved at EL2\n",
-			i + 1, vcpu_get_stat(r[i].vcpu, el2_dirty_faults));
+		pr_info("%s: vCPU %lu: %lu faults resolved at EL2\n",
+			what, i + 1, vcpu_get_stat(r[i].vcpu, el2_dirty_faults));
 	TEST_ASSERT(!pkvm || s1.blocks - s0.blocks >= t.nr_blocks,
 		    "only %lu blocks split while the vCPUs ran", s1.blocks - s0.blocks);
-	check_memory(&t, "split vs vCPU faults");
+	check_memory(&t, what);
 
 	/* Quiesced: one clear, then the dirty log must be exact again. */
 	for (i = 0; i < t.nr_blocks; i++)
@@ -629,7 +655,7 @@ static void test_restore_vs_churn(void)
 	c.first = t.npages - t.npages / 8;
 	c.last = t.npages;
 	vcpu_set_reg(t.vcpus[1], ARM64_CORE_REG(regs.pc), (u64)race_guest_code);
-	vcpu_args_set(t.vcpus[1], 2, c.first, c.last);
+	vcpu_args_set(t.vcpus[1], 3, c.first, c.last, 1);
 	init_writer_preferring(&c.layout);
 	init_writer_preferring(&c.writable);
 	log.num_pages = t.npages;
@@ -797,9 +823,10 @@ static void test_two_slots(void)
 		r[i].vcpu = t.vcpus[i];
 		r[i].first = i ? t.npages : 0;
 		r[i].last = i ? t.npages + n : t.npages;
+		r[i].step = 1;
 		r[i].passes = 0;
 		vcpu_set_reg(r[i].vcpu, ARM64_CORE_REG(regs.pc), (u64)race_guest_code);
-		vcpu_args_set(r[i].vcpu, 2, r[i].first, r[i].last);
+		vcpu_args_set(r[i].vcpu, 3, r[i].first, r[i].last, r[i].step);
 	}
 	/* Both slots are mapped with blocks before logging starts. */
 	for (i = 0; i < 2; i++)
@@ -875,14 +902,15 @@ static void test_two_slots(void)
 }
 
 /*
- * Kill the VMM while it is inside KVM_CLEAR_DIRTY_LOG splitting blocks, or
- * turning logging off (EL2 restoring them, table pages coming back on the
- * split cache): the VM is torn down with the split memcache part used, and
- * every page it donated must come back. The child says, in memory shared
- * with the parent, which of the two it is in (IN_CLEAR, IN_LOG_OFF) and
- * when it leaves.
+ * Kill the VMM while it is inside KVM_CLEAR_DIRTY_LOG splitting blocks,
+ * while its vCPU writes the pages that clear write-protected (faults
+ * resolved at EL2), or turning logging off (EL2 restoring them, table
+ * pages coming back on the split cache): the VM is torn down with the
+ * split memcache part used, and every page it donated must come back. The
+ * child says, in memory shared with the parent, which of the three it is
+ * in (IN_CLEAR, IN_RUN, IN_LOG_OFF) and when it leaves.
  */
-enum { IN_CLEAR = 1, IN_LOG_OFF };
+enum { IN_CLEAR = 1, IN_RUN, IN_LOG_OFF };
 
 static void kill_child_vmm(int ready_fd, int *in_ioctl)
 {
@@ -896,6 +924,8 @@ static void kill_child_vmm(int ready_fd, int *in_ioctl)
 		vm_mem_region_set_flags(t.vm, DATA_SLOT, KVM_MEM_LOG_DIRTY_PAGES);
 		WRITE_ONCE(*in_ioctl, IN_CLEAR);
 		clear_range(&t, 0, t.npages);
+		WRITE_ONCE(*in_ioctl, IN_RUN);
+		guest_write(&t, .seed = ++seed);
 		WRITE_ONCE(*in_ioctl, IN_LOG_OFF);
 		vm_mem_region_set_flags(t.vm, DATA_SLOT, 0);
 		WRITE_ONCE(*in_ioctl, 0);
@@ -905,7 +935,7 @@ static void kill_child_vmm(int ready_fd, int *in_ioctl)
 
 static void test_kill_mid_split(u64 secpt)
 {
-	int i, want, landed[3] = {}, status, pipefd[2], *in_ioctl;
+	int i, want, landed[4] = {}, status, pipefd[2], *in_ioctl;
 	u64 now, deadline, tries;
 	pid_t pid;
 	char c;
@@ -917,7 +947,7 @@ static void test_kill_mid_split(u64 secpt)
 			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	TEST_ASSERT(in_ioctl != MAP_FAILED, "mmap");
 	for (i = 0; i < 12; i++) {
-		want = i % 2 ? IN_LOG_OFF : IN_CLEAR;
+		want = IN_CLEAR + i % 3;
 		WRITE_ONCE(*in_ioctl, 0);
 		TEST_ASSERT(!pipe(pipefd), "pipe");
 		fflush(stdout);
@@ -935,7 +965,7 @@ static void test_kill_mid_split(u64 secpt)
 		deadline = now_us() + 20 * 1000000ULL;
 		while (READ_ONCE(*in_ioctl) != want && now_us() < deadline)
 			;
-		deadline = now_us() + (i / 2) * 200;
+		deadline = now_us() + (i / 3) * 200;
 		while (now_us() < deadline)
 			;
 		landed[READ_ONCE(*in_ioctl)]++;
@@ -952,14 +982,16 @@ static void test_kill_mid_split(u64 secpt)
 			    now, secpt);
 	}
 	munmap(in_ioctl, getpagesize());
-	pr_info("killed %d VMMs, %d while in KVM_CLEAR_DIRTY_LOG, %d while turning logging off; SecPageTables back to %lu kB\n",
-		i, landed[IN_CLEAR], landed[IN_LOG_OFF], secpt);
+	pr_info("killed %d VMMs, %d while in KVM_CLEAR_DIRTY_LOG, %d while the vCPU wrote logged pages, %d while turning logging off; SecPageTables back to %lu kB\n",
+		i, landed[IN_CLEAR], landed[IN_RUN], landed[IN_LOG_OFF], secpt);
 	TEST_ASSERT(landed[IN_CLEAR], "no kill landed inside KVM_CLEAR_DIRTY_LOG");
+	TEST_ASSERT(landed[IN_RUN], "no kill landed while the vCPU wrote logged pages");
 	TEST_ASSERT(landed[IN_LOG_OFF], "no kill landed while turning logging off");
 }
 
 static const char * const scenarios[] = {
-	"vcpu-race", "slot-churn", "move-buffered", "restore-churn", "two-slots",
+	"vcpu-race", "shared-tables", "slot-churn", "move-buffered", "restore-churn",
+	"two-slots",
 	"kill",
 };
 
@@ -975,7 +1007,7 @@ int main(int argc, char *argv[])
 			break;
 		default:
 			printf("usage: %s [-t SCENARIO]\n"
-			       " -t: only one scenario: vcpu-race, slot-churn, move-buffered,\n"
+			       " -t: only one scenario: vcpu-race, shared-tables, slot-churn, move-buffered,\n"
 			       "     restore-churn, two-slots, or on pKVM kill\n", argv[0]);
 			/* A bad option is a broken test line, not a skip. */
 			exit(KSFT_FAIL);
@@ -985,8 +1017,12 @@ int main(int argc, char *argv[])
 
 	secpt = sec_pagetables_kb();
 	if (want("vcpu-race")) {
-		test_split_vs_vcpu_faults();
+		test_split_vs_vcpu_faults(false);
 		check_no_leak(secpt, "split vs vCPU faults");
+	}
+	if (want("shared-tables")) {
+		test_split_vs_vcpu_faults(true);
+		check_no_leak(secpt, "vCPUs on shared tables");
 	}
 	if (want("slot-churn")) {
 		test_split_vs_slot_churn();
