@@ -27,11 +27,15 @@
 #     their dirty-iteration times paired run by run; at 1 and 2 vCPUs
 #     (vCPU-time per fault = wall time x vCPUs / pages).
 #  3. The VM's lock: one boot per pKVM mode of the default kernel (hyp
-#     events exist only with NVHE_EL2_DEBUG, which also checks page states
-#     under the host's lock in the fast path), fast path on, 1 and 2 vCPUs,
-#     each run under hyp-expect: the share of faults resolved at EL2 that
-#     waited (pkvm_dirty_fault's waited: for the VM's lock, or, since the
-#     fault path takes no lock, a lost compare-and-exchange tried again).
+#     events exist only with NVHE_EL2_DEBUG; before issue #26 that also
+#     checked page states under the host's lock in the fast path), fast
+#     path on, 1 and 2 vCPUs, each run under hyp-expect: the share of
+#     faults resolved at EL2 that waited (pkvm_dirty_fault's waited: for
+#     the VM's lock, or, since the fault path takes no lock, a lost
+#     compare-and-exchange tried again). In the same boot, per repetition,
+#     dirty_log_migrate_perf_test (bitmap, 2 vCPUs writing while the log
+#     is cleared) under hyp-expect wp_overlap: the faults EL2 resolved
+#     while another CPU was in a write-protect call of KVM_CLEAR_DIRTY_LOG.
 #
 # Results go to bench/counts/<date>/: raw serial logs, plan.txt, counts.csv,
 # counts.md; scripts/counts-report.py writes the last two and, with
@@ -55,6 +59,7 @@ PARAM=/sys/module/kvm/parameters/pkvm_fast_dirty
 VCPUS=${COUNTS_VCPUS:-"1 2"}
 LOCK=${COUNTS_LOCK:-1}
 ARGS="-s anonymous_hugetlb_2mb -b 32M -m 3 -k 2M"
+CLEAR_ARGS="-s anonymous_hugetlb_2mb -b 32M -v 2 -M bitmap -r 4 -t 50 -w 200"
 
 case "$REPS" in ''|*[!0-9]*|0) die "COUNTS_REPS must be a positive count, not '$REPS'" ;; esac
 case "$TIME" in 0|1) ;; *) die "COUNTS_TIME must be 0 or 1, not '$TIME'" ;; esac
@@ -145,6 +150,11 @@ lock_list() {
 			echo "all l${k}_f1_v${v}_${rep} 900 $PARAM=1 ./hyp-expect el2_faults=1 -- ./dirty_log_perf_test $ARGS -v $v -i 4"
 			k=$((k + 1))
 		done
+		# Faults during KVM_CLEAR_DIRTY_LOG: the migration-shaped test
+		# keeps both vCPUs writing while the log is cleared.
+		echo "clear $mode $k fast=1 rep=$rep iters=4 vcpus=2" >> "$plan"
+		echo "all c${k}_f1_v2_${rep} 900 KVM_EAGER_SPLIT_CHUNK_SIZE=2M $PARAM=1 ./hyp-expect el2_faults=1 wp_overlap=0 -- ./dirty_log_migrate_perf_test $CLEAR_ARGS"
+		k=$((k + 1))
 	done
 }
 

@@ -29,6 +29,10 @@ HYP_FAULTS = re.compile(r"hyp-expect: \d+ blocks split at EL2, (\d+) write fault
 # Before the fault path went lock-free: "found the VM's lock held"; after:
 # "waited (tried again)", a lost compare-and-exchange.
 HYP_WAITED = re.compile(r"hyp-expect: (\d+) of the faults resolved at EL2 (?:found the VM's lock held|waited)")
+# hyp-expect wp_overlap: faults resolved at EL2 while another CPU was in a
+# write-protect call of KVM_CLEAR_DIRTY_LOG, and how many if spread evenly.
+HYP_WP = re.compile(r"hyp-expect: (\d+) of the faults resolved at EL2 came during another CPU's "
+                    r"write-protect call \((\d+) calls; ([0-9.]+) if spread evenly\)")
 
 # (column, counter or derived, what it is)
 ROWS = [
@@ -104,6 +108,8 @@ def run_name(r):
         return "r%d_f%s%s_%d_i%d" % (r["k"], f, v, r["rep"], r["iters"])
     if r["kind"] == "lock":
         return "l%d_f%s%s_%d" % (r["k"], f, v, r["rep"])
+    if r["kind"] == "clear":
+        return "c%d_f%s%s_%d" % (r["k"], f, v, r["rep"])
     return "t%d_f%s%s_%d" % (r["k"], f, v, r["rep"])
 
 
@@ -157,7 +163,8 @@ def main():
     logs, oks = {}, {}
     rows, failed = [], []
     for r in plan:
-        key = (r["kind"], r["mode"])
+        # The clear runs share the lock boots.
+        key = ("lock" if r["kind"] == "clear" else r["kind"], r["mode"])
         if key not in logs:
             logs[key] = parse_log(os.path.join(d, "raw", "%s-%s.log" % key))
             oks[key] = passed(os.path.join(d, "raw", "%s-%s.results" % key))
@@ -182,6 +189,14 @@ def main():
                 failed.append("%s %s %s: no hyp-expect counts" % (r["kind"], r["mode"], name))
                 continue
             row["el2_faults"], row["waited"] = int(fm.group(1)), int(wm.group(1))
+        elif r["kind"] == "clear":
+            text = "".join(lines)
+            fm, om = HYP_FAULTS.search(text), HYP_WP.search(text)
+            if not fm or not om or not int(om.group(2)):
+                failed.append("%s %s %s: no hyp-expect write-protect overlap" % (r["kind"], r["mode"], name))
+                continue
+            row["el2_faults"], row["wp_in"] = int(fm.group(1)), int(om.group(1))
+            row["wp_calls"], row["wp_even"] = int(om.group(2)), float(om.group(3))
         else:
             row["ns"], row["iters_timed"] = dirty_ns(lines)
             if row["iters_timed"] != r["iters"] - 1:
@@ -193,7 +208,7 @@ def main():
     keys = sorted({k for r in rows for k in r if k.startswith(("insn.", "trans.", "tlbi."))})
     with open(os.path.join(d, "counts.csv"), "w") as f:
         cols = ["kind", "mode", "fast", "vcpus", "rep", "iters", "name", "faults.host", "faults.el2",
-                "ns", "el2_faults", "waited"] + keys
+                "ns", "el2_faults", "waited", "wp_in", "wp_calls", "wp_even"] + keys
         f.write(",".join(cols) + "\n")
         for r in rows:
             f.write(",".join(str(r.get(c, "")) for c in cols) + "\n")
@@ -300,6 +315,13 @@ def main():
                 cell_label(mode, "1"), rng([100 * x for x in w[1]], "%.2f%%"), tot[1][0], tot[1][1],
                 rng([100 * x for x in w[2]], "%.2f%%"), tot[2][0], tot[2][1],
                 "–" if not w[2] else ("met" if max(w[2]) <= 0.005 else "missed")))
+        c = [r for r in rows if r["kind"] == "clear" and r["mode"] == mode]
+        if c:
+            scale_lines.append("| %s | faults resolved at EL2 during another CPU's write-protect call of KVM_CLEAR_DIRTY_LOG (dirty_log_migrate_perf_test, bitmap; in brackets: if spread evenly over time) | – | %s (%d of %d faults, %d calls) [%s] | – | > 0 in every run (issue #26) | %s |" % (
+                cell_label(mode, "1"), rng([r["wp_in"] for r in c], "%d"), sum(r["wp_in"] for r in c),
+                sum(r["el2_faults"] for r in c), sum(r["wp_calls"] for r in c),
+                rng([r["wp_even"] for r in c], "%.0f"),
+                "met" if min(r["wp_in"] for r in c) > 0 else "missed"))
     if scale_lines:
         md += ["## A fault at 2 vCPUs against 1", "",
                "With 2 vCPUs each writes its own 32 MiB; per dirtied page as above. Two "

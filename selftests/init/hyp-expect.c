@@ -2,7 +2,7 @@
 /*
  * hyp-expect - run a test and require that pKVM's EL2 did the work.
  *
- *   hyp-expect [split_blocks=N] [el2_faults=N] -- COMMAND [ARG...]
+ *   hyp-expect [split_blocks=N] [el2_faults=N] [wp_overlap=N] -- COMMAND [ARG...]
  *
  * A test such as dirty_log_test checks the dirty log, not where the work
  * was done: it passes as well if no block was ever split or every fault
@@ -22,6 +22,17 @@
  * included), else 0. It prints what it counted, and how many of the faults
  * resolved at EL2 waited: their update of the entry lost a race and was
  * tried again (pkvm_dirty_fault's waited, not 0).
+ *
+ * wp_overlap: also trace hyp_enter and pkvm_host_wrprotect_guest, and
+ * count the faults resolved at EL2 on one CPU while another CPU was in a
+ * write-protect call of the host's (KVM_CLEAR_DIRTY_LOG): between that
+ * call's hyp_enter and its event, on the hypervisor's clock. EL2 runs a
+ * host call to its end, so no other hyp_enter of that CPU comes between.
+ * At least N such faults are expected. It also prints how many there
+ * would be if faults did not care about those calls (each CPU's faults
+ * spread evenly over the span of its faults): with the VM's lock taken by
+ * both, only faults that got in before the call took the lock, or after
+ * it let go of it and before its event, could count.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -41,10 +52,24 @@
 #define HYP	"/sys/kernel/tracing/remotes/hypervisor"
 #define MARKER	4242424242UL
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+#define MAX_CPUS	64
 
 static const char *const events[] = {
 	"pkvm_host_split_range", "pkvm_dirty_fault", "selftest",
 };
+static const char *const wp_events[] = {
+	"hyp_enter", "pkvm_host_wrprotect_guest",
+};
+
+/* wp_overlap: timestamps (us) in each CPU's order, which is time order. */
+struct stamps {
+	unsigned long long *ts;
+	size_t nr, cap;
+};
+static bool wp_overlap;
+static struct stamps faults_ts[MAX_CPUS], wp_start[MAX_CPUS], wp_end[MAX_CPUS];
+static unsigned long long last_enter[MAX_CPUS];
+static bool enter_seen[MAX_CPUS];
 
 static unsigned long split_blocks, el2_faults, el2_waited, lines;
 static unsigned long markers_seen;
@@ -80,12 +105,48 @@ static unsigned long field(const char *line, const char *key)
 	return p ? strtoul(p + strlen(pat), NULL, 0) : 0;
 }
 
+static bool stamp_add(struct stamps *s, unsigned long long ts)
+{
+	if (s->nr == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 4096;
+		unsigned long long *p = realloc(s->ts, cap * sizeof(*p));
+
+		if (!p)
+			return false;
+		s->ts = p;
+		s->cap = cap;
+	}
+	s->ts[s->nr++] = ts;
+	return true;
+}
+
+/* "[CPU]\tSECONDS.MICROSECONDS: " opens every event line. */
+static bool cpu_and_ts(const char *line, unsigned int *cpu,
+		       unsigned long long *ts)
+{
+	unsigned long long sec, usec;
+
+	if (sscanf(line, "[%u] %llu.%llu:", cpu, &sec, &usec) != 3 ||
+	    *cpu >= MAX_CPUS)
+		return false;
+	*ts = sec * 1000000 + usec;
+	return true;
+}
+
 static void account(const char *line)
 {
 	const char *ev = strstr(line, ": ");
+	unsigned long long ts = 0;
+	unsigned int cpu = 0;
+	bool ok;
 
 	lines++;
 	if (strstr(line, "LOST") || !ev) {
+		lost = true;
+		return;
+	}
+	if (wp_overlap && !cpu_and_ts(line, &cpu, &ts)) {
+		fprintf(stderr, "hyp-expect: cannot read the CPU and time of '%s'\n", line);
 		lost = true;
 		return;
 	}
@@ -93,10 +154,79 @@ static void account(const char *line)
 	if (!strncmp(ev, "pkvm_host_split_range ", 22)) {
 		split_blocks += field(ev, "blocks");
 	} else if (!strncmp(ev, "pkvm_dirty_fault ", 17)) {
-		el2_faults += !!strstr(ev, " ret=0");
-		el2_waited += strstr(ev, " ret=0") && field(ev, "waited");
+		ok = strstr(ev, " ret=0");
+		el2_faults += ok;
+		el2_waited += ok && field(ev, "waited");
+		if (wp_overlap && ok && !stamp_add(&faults_ts[cpu], ts))
+			lost = true;
 	} else if (!strncmp(ev, "selftest ", 9) && field(ev, "id") == MARKER) {
 		markers_seen++;
+	} else if (!strncmp(ev, "hyp_enter ", 10)) {
+		last_enter[cpu] = ts;
+		enter_seen[cpu] = true;
+	} else if (!strncmp(ev, "pkvm_host_wrprotect_guest ", 26)) {
+		/* Its call's hyp_enter came first, unless tracing began in it. */
+		if (enter_seen[cpu] && (!stamp_add(&wp_start[cpu], last_enter[cpu]) ||
+					!stamp_add(&wp_end[cpu], ts)))
+			lost = true;
+	}
+}
+
+/* How many of @s fall in [@lo, @hi]: @s is in time order. */
+static size_t stamps_between(const struct stamps *s, unsigned long long lo,
+			     unsigned long long hi)
+{
+	size_t a = 0, b = s->nr, first;
+
+	while (a < b) {
+		size_t m = (a + b) / 2;
+
+		if (s->ts[m] < lo)
+			a = m + 1;
+		else
+			b = m;
+	}
+	first = a;
+	b = s->nr;
+	while (a < b) {
+		size_t m = (a + b) / 2;
+
+		if (s->ts[m] <= hi)
+			a = m + 1;
+		else
+			b = m;
+	}
+	return a - first;
+}
+
+/*
+ * Faults resolved on a CPU during another CPU's write-protect calls, and
+ * how many there would be if the faults were spread evenly over their span.
+ */
+static void overlap(unsigned long *calls, unsigned long *in, double *even)
+{
+	unsigned int a, b;
+	size_t i;
+
+	*calls = *in = 0;
+	*even = 0;
+	for (a = 0; a < MAX_CPUS; a++) {
+		*calls += wp_start[a].nr;
+		for (i = 0; i < wp_start[a].nr; i++) {
+			unsigned long long lo = wp_start[a].ts[i], hi = wp_end[a].ts[i];
+
+			for (b = 0; b < MAX_CPUS; b++) {
+				const struct stamps *f = &faults_ts[b];
+				unsigned long long span;
+
+				if (b == a || f->nr < 2)
+					continue;
+				*in += stamps_between(f, lo, hi);
+				span = f->ts[f->nr - 1] - f->ts[0];
+				if (span)
+					*even += (double)f->nr * (hi - lo) / span;
+			}
+		}
 	}
 }
 
@@ -151,6 +281,11 @@ static int setup(void)
 		if (write_str(path, "1"))
 			return -1;
 	}
+	for (i = 0; wp_overlap && i < ARRAY_SIZE(wp_events); i++) {
+		snprintf(path, sizeof(path), HYP "/events/hypervisor/%s/enable", wp_events[i]);
+		if (write_str(path, "1"))
+			return -1;
+	}
 	return write_str(HYP "/tracing_on", "1");
 }
 
@@ -193,7 +328,9 @@ static int markers_write(unsigned long *nr)
 
 int main(int argc, char **argv)
 {
-	unsigned long want_split = 0, want_el2 = 0;
+	unsigned long want_split = 0, want_el2 = 0, want_wp = 0;
+	unsigned long wp_calls = 0, wp_in = 0;
+	double wp_even = 0;
 	struct timespec deadline;
 	int i, fd, status, ret;
 	unsigned long markers;
@@ -205,11 +342,13 @@ int main(int argc, char **argv)
 			want_split = strtoul(argv[i] + 13, NULL, 0);
 		else if (!strncmp(argv[i], "el2_faults=", 11))
 			want_el2 = strtoul(argv[i] + 11, NULL, 0);
+		else if (!strncmp(argv[i], "wp_overlap=", 11))
+			want_wp = strtoul(argv[i] + 11, NULL, 0), wp_overlap = true;
 		else
 			break;
 	}
 	if (i >= argc - 1 || strcmp(argv[i], "--")) {
-		fprintf(stderr, "usage: %s [split_blocks=N] [el2_faults=N] -- COMMAND [ARG...]\n",
+		fprintf(stderr, "usage: %s [split_blocks=N] [el2_faults=N] [wp_overlap=N] -- COMMAND [ARG...]\n",
 			argv[0]);
 		return 1;
 	}
@@ -245,6 +384,11 @@ int main(int argc, char **argv)
 	       split_blocks, el2_faults, lines, lost ? ", some LOST" : "");
 	printf("hyp-expect: %lu of the faults resolved at EL2 waited (tried again)\n",
 	       el2_waited);
+	if (wp_overlap) {
+		overlap(&wp_calls, &wp_in, &wp_even);
+		printf("hyp-expect: %lu of the faults resolved at EL2 came during another CPU's write-protect call (%lu calls; %.1f if spread evenly)\n",
+		       wp_in, wp_calls, wp_even);
+	}
 	if (ret || markers_seen < markers) {
 		printf("hyp-expect: %lu of EL2's %lu marker events came\n",
 		       markers_seen, markers);
@@ -254,6 +398,10 @@ int main(int argc, char **argv)
 	} else if (split_blocks < want_split || el2_faults < want_el2) {
 		printf("hyp-expect: expected at least %lu blocks split and %lu faults resolved at EL2\n",
 		       want_split, want_el2);
+		ret = 1;
+	} else if (wp_overlap && (wp_in < want_wp || !wp_calls)) {
+		printf("hyp-expect: expected at least %lu faults during a write-protect call, of at least one call\n",
+		       want_wp);
 		ret = 1;
 	}
 	pthread_mutex_unlock(&lock);
