@@ -46,6 +46,9 @@
 #   COUNTS_TIME     1 (default) to run the -icount and TCG time boots, 0 not
 #   COUNTS_VCPUS    vCPU counts (default "1 2")
 #   COUNTS_LOCK     1 (default) to run the lock boots, 0 not
+#   COUNTS_PLUGIN   1 (default) to run the counts boots (elcount plugin), 0
+#                   not (with COUNTS_TIME=0: the lock boots only, which
+#                   need no nodebug kernel)
 #   COUNTS_SEED     shuffle seed (default: the time)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -58,19 +61,26 @@ SEED=${COUNTS_SEED:-$(date +%s)}
 PARAM=/sys/module/kvm/parameters/pkvm_fast_dirty
 VCPUS=${COUNTS_VCPUS:-"1 2"}
 LOCK=${COUNTS_LOCK:-1}
+COUNT=${COUNTS_PLUGIN:-1}
 ARGS="-s anonymous_hugetlb_2mb -b 32M -m 3 -k 2M"
 CLEAR_ARGS="-s anonymous_hugetlb_2mb -b 32M -v 2 -M bitmap -r 4 -t 50 -w 200"
 
 case "$REPS" in ''|*[!0-9]*|0) die "COUNTS_REPS must be a positive count, not '$REPS'" ;; esac
 case "$TIME" in 0|1) ;; *) die "COUNTS_TIME must be 0 or 1, not '$TIME'" ;; esac
 case "$LOCK" in 0|1) ;; *) die "COUNTS_LOCK must be 0 or 1, not '$LOCK'" ;; esac
+case "$COUNT" in 0|1) ;; *) die "COUNTS_PLUGIN must be 0 or 1, not '$COUNT'" ;; esac
+[ "$COUNT$TIME$LOCK" != 000 ] || die "COUNTS_PLUGIN, COUNTS_TIME and COUNTS_LOCK are all 0: nothing to run"
 for v in $VCPUS; do case "$v" in 1|2) ;; *) die "COUNTS_VCPUS: '$v' is not 1 or 2" ;; esac; done
 for m in $MODES; do
 	case "$m" in protected|protected-nvhe|nvhe|vhe) ;; *) die "COUNTS_MODES: unknown mode '$m'" ;; esac
 done
-[ -f "$BUILD/obj/$VARIANT/arch/arm64/boot/Image" ] ||
-	die "no '$VARIANT' kernel (make kernel-$VARIANT, or scripts/build-kernel.sh $VARIANT)"
-"$TOP/scripts/build-plugin.sh" --check >&2 || die "the elcount plugin failed its self-test"
+if [ "$COUNT$TIME" != 00 ]; then
+	[ -f "$BUILD/obj/$VARIANT/arch/arm64/boot/Image" ] ||
+		die "no '$VARIANT' kernel (make kernel-$VARIANT, or scripts/build-kernel.sh $VARIANT)"
+fi
+if [ "$COUNT" = 1 ]; then
+	"$TOP/scripts/build-plugin.sh" --check >&2 || die "the elcount plugin failed its self-test"
+fi
 PLUGIN=$BUILD/plugin/libelcount.so
 
 stamp=$(date -u +%Y-%m-%d-%H%M)
@@ -160,6 +170,7 @@ lock_list() {
 
 echo "bench-counts: seed $SEED, kernel '$VARIANT', $REPS pairs per cell, modes: $MODES"
 for mode in $MODES; do
+	[ "$COUNT" = 1 ] || break
 	QEMU_EXTRA="-plugin $PLUGIN -d plugin" boot counts "$mode" counts_list
 done
 if [ "$TIME" = 1 ]; then
@@ -180,10 +191,12 @@ fi
 {
 	echo "date: $stamp (UTC); took $(( ($(date +%s) - start) / 60 )) min"
 	echo "machine: $(nproc) host cores, $(uname -m), QEMU $(qemu-system-aarch64 --version | head -1 | awk '{print $4}') TCG; guest (L1) -smp ${SMP:-2}"
-	echo "kernel: $(git -C "$TREE" describe --always) on base $(git -C "$TREE" rev-parse --short base), variant '$VARIANT' ($(grep -q '^CONFIG_NVHE_EL2_DEBUG=y' "$BUILD/obj/$VARIANT/.config" && echo NVHE_EL2_DEBUG=y || echo NVHE_EL2_DEBUG off); $(grep -q '^CONFIG_NVHE_EL2_TRACING=y' "$BUILD/obj/$VARIANT/.config" && echo NVHE_EL2_TRACING=y || echo NVHE_EL2_TRACING off))"
+	echo "kernel: $(git -C "$TREE" describe --always) on base $(git -C "$TREE" rev-parse --short base), variant '$VARIANT' ($(grep -qs '^CONFIG_NVHE_EL2_DEBUG=y' "$BUILD/obj/$VARIANT/.config" && echo NVHE_EL2_DEBUG=y || echo NVHE_EL2_DEBUG off); $(grep -qs '^CONFIG_NVHE_EL2_TRACING=y' "$BUILD/obj/$VARIANT/.config" && echo NVHE_EL2_TRACING=y || echo NVHE_EL2_TRACING off))"
+	[ "$COUNT$TIME" = 00 ] && echo "(no counts or time boots: the variant above was not used)"
+	[ "$LOCK" = 0 ] || echo "lock boots: variant 'default' ($(git -C "$TREE" describe --always)); write-protect overlap: dirty_log_migrate_perf_test $CLEAR_ARGS"
 	echo "scenario: dirty_log_perf_test $ARGS -i 2 / -i 4"
 	echo "seed: $SEED"
-	echo "command: make bench-counts COUNTS_MODES=\"$MODES\" COUNTS_REPS=$REPS COUNTS_VARIANT=$VARIANT COUNTS_TIME=$TIME COUNTS_VCPUS=\"$VCPUS\" COUNTS_LOCK=$LOCK COUNTS_SEED=$SEED"
+	echo "command: make bench-counts COUNTS_MODES=\"$MODES\" COUNTS_REPS=$REPS COUNTS_VARIANT=$VARIANT COUNTS_TIME=$TIME COUNTS_VCPUS=\"$VCPUS\" COUNTS_LOCK=$LOCK COUNTS_PLUGIN=$COUNT COUNTS_SEED=$SEED"
 } > "$out/README.txt"
 /usr/bin/python3 "$TOP/scripts/counts-report.py" "$out"
 echo "bench-counts: results in $out ($(( ($(date +%s) - start) / 60 )) min)"
