@@ -45,6 +45,8 @@
 #   COUNTS_VARIANT  kernel variant (default nodebug, the production config)
 #   COUNTS_TIME     1 (default) to run the -icount and TCG time boots, 0 not
 #   COUNTS_VCPUS    vCPU counts (default "1 2")
+#   COUNTS_FAST     pKVM cells of the counts boots: "1 0" (default: fast
+#                   path and host path), "1" or "0"
 #   COUNTS_LOCK     1 (default) to run the lock boots, 0 not
 #   COUNTS_PLUGIN   1 (default) to run the counts boots (elcount plugin), 0
 #                   not (with COUNTS_TIME=0: the lock boots only, which
@@ -60,6 +62,7 @@ TIME=${COUNTS_TIME:-1}
 SEED=${COUNTS_SEED:-$(date +%s)}
 PARAM=/sys/module/kvm/parameters/pkvm_fast_dirty
 VCPUS=${COUNTS_VCPUS:-"1 2"}
+FAST=${COUNTS_FAST:-"1 0"}
 LOCK=${COUNTS_LOCK:-1}
 COUNT=${COUNTS_PLUGIN:-1}
 ARGS="-s anonymous_hugetlb_2mb -b 32M -m 3 -k 2M"
@@ -71,6 +74,7 @@ case "$LOCK" in 0|1) ;; *) die "COUNTS_LOCK must be 0 or 1, not '$LOCK'" ;; esac
 case "$COUNT" in 0|1) ;; *) die "COUNTS_PLUGIN must be 0 or 1, not '$COUNT'" ;; esac
 [ "$COUNT$TIME$LOCK" != 000 ] || die "COUNTS_PLUGIN, COUNTS_TIME and COUNTS_LOCK are all 0: nothing to run"
 for v in $VCPUS; do case "$v" in 1|2) ;; *) die "COUNTS_VCPUS: '$v' is not 1 or 2" ;; esac; done
+case "$FAST" in "1 0"|"0 1"|1|0) ;; *) die "COUNTS_FAST: '$FAST' is not \"1 0\", \"1\" or \"0\"" ;; esac
 for m in $MODES; do
 	case "$m" in protected|protected-nvhe|nvhe|vhe) ;; *) die "COUNTS_MODES: unknown mode '$m'" ;; esac
 done
@@ -90,7 +94,7 @@ plan=$out/plan.txt
 : > "$plan"
 start=$(date +%s)
 
-fasts() { case "$1" in protected*) echo "1 0" ;; *) echo "-" ;; esac; }
+fasts() { case "$1" in protected*) echo "$FAST" ;; *) echo "-" ;; esac; }
 
 # One boot; $3 makes its list. Every planned run is in plan.txt, and the
 # report counts a run without its two markers (or its "ok" line) as failed.
@@ -196,7 +200,7 @@ fi
 	[ "$LOCK" = 0 ] || echo "lock boots: variant 'default' ($(git -C "$TREE" describe --always)); write-protect overlap: dirty_log_migrate_perf_test $CLEAR_ARGS"
 	echo "scenario: dirty_log_perf_test $ARGS -i 2 / -i 4"
 	echo "seed: $SEED"
-	echo "command: make bench-counts COUNTS_MODES=\"$MODES\" COUNTS_REPS=$REPS COUNTS_VARIANT=$VARIANT COUNTS_TIME=$TIME COUNTS_VCPUS=\"$VCPUS\" COUNTS_LOCK=$LOCK COUNTS_PLUGIN=$COUNT COUNTS_SEED=$SEED"
+	echo "command: make bench-counts COUNTS_MODES=\"$MODES\" COUNTS_REPS=$REPS COUNTS_VARIANT=$VARIANT COUNTS_TIME=$TIME COUNTS_VCPUS=\"$VCPUS\" COUNTS_LOCK=$LOCK COUNTS_PLUGIN=$COUNT COUNTS_FAST=\"$FAST\" COUNTS_SEED=$SEED"
 } > "$out/README.txt"
 /usr/bin/python3 "$TOP/scripts/counts-report.py" "$out"
 echo "bench-counts: results in $out ($(( ($(date +%s) - start) / 60 )) min)"

@@ -3,13 +3,16 @@
 # on/off and, under pKVM, the EL2 fast dirty-fault path on/off, to judge the
 # fast path. Several boots per mode (the headline kernel is the production
 # build, NVHE_EL2_DEBUG off), the cells of each boot in a seeded random order
-# (the seed is printed and recorded), plus one labelled boot of the debug
-# build. Results go to bench/results/<date>/: raw serial logs, results.csv
+# (the seed is printed and recorded), plus labelled boots of the debug
+# build (NVHE_EL2_DEBUG and hyp events), whose runs also count what EL2's
+# split, write-protect and collapse calls did (hyp-expect totals): the
+# hypercall and TLBI rows, since v3 left the host no statistics of them.
+# Results go to bench/results/<date>/: raw serial logs, results.csv
 # (one row per run), results.md (every target, met or missed, with its
 # range) and speedup.png.
 #   BENCH_MODES    host modes (default: protected protected-nvhe nvhe vhe)
 #   BENCH_BOOTS    boots per mode of the production kernel (default 5)
-#   BENCH_DEBUG    boots of the debug kernel, protected mode only (default 1)
+#   BENCH_DEBUG    boots of the debug kernel per pKVM mode (default 1)
 #   BENCH_MEM      guest memory per vCPU (default 32M)
 #   BENCH_VCPUS    vCPU counts (default "1 2")
 #   BENCH_SEED     shuffle seed (default: the time)
@@ -65,9 +68,13 @@ cells() {
 	done
 }
 
-# One list per boot, its cells in an order drawn from the seed.
+# One list per boot, its cells in an order drawn from the seed. In the
+# debug boots ($4 = default, whose EL2 has hyp events) every run goes under
+# `hyp-expect totals`: what EL2's split, write-protect and collapse calls
+# did (calls, blocks, TLBIs, pages), the report's hypercall and TLBI rows.
 boot_list() {
-	local mode=$1 boot=$2 list=$3 split work v f args sw
+	local mode=$1 boot=$2 list=$3 variant=$4 split work v f args sw he=""
+	[ "$variant" = default ] && he="./hyp-expect totals -- "
 	: > "$list"
 	cells "$mode" | seeded_shuffle "$SEED-$mode-$boot" |
 	while IFS=: read -r split work v f wp c; do
@@ -80,14 +87,14 @@ boot_list() {
 		# The test switches are debugfs files of pKVM test kernels only.
 		sw="$PARAM=$f"
 		case "$mode" in protected*) sw+=" $SPLIT_WP=$wp $COLLAPSE=$c" ;; esac
-		echo "all b_${split}_${work}_${v}_mp_f${f}_wp${wp}_c${c} 300 $sw ./dirty_log_perf_test $args" >> "$list"
+		echo "all b_${split}_${work}_${v}_mp_f${f}_wp${wp}_c${c} 300 $sw $he./dirty_log_perf_test $args" >> "$list"
 	done
 }
 
 run_boot() {
 	local variant=$1 mode=$2 boot=$3 label=$4
 	local list=$BUILD/bench-$label.list
-	boot_list "$mode" "$boot" "$list"
+	boot_list "$mode" "$boot" "$list" "$variant"
 	echo "== $label: $mode, boot $boot, kernel $variant ($(date -u +%H:%M:%S)); order: $(awk '{print $2}' "$list" | tr '\n' ' ')"
 	# The plan (every planned run, for the report to find each one's
 	# result) and the kernel's configuration of what is measured.
@@ -119,7 +126,10 @@ for boot in $(seq 1 "$BOOTS"); do
 		run_boot "$VARIANT" "$mode" "$boot" "$mode-b$boot"
 	done
 	for i in "${!debug_after[@]}"; do
-		[ "${debug_after[$i]}" = "$boot" ] && run_boot default protected "$((i + 1))" "protected-debug-b$((i + 1))"
+		[ "${debug_after[$i]}" = "$boot" ] || continue
+		for mode in $MODES; do
+			case "$mode" in protected*) run_boot default "$mode" "$((i + 1))" "$mode-debug-b$((i + 1))" ;; esac
+		done
 	done
 done
 

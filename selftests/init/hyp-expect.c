@@ -2,7 +2,7 @@
 /*
  * hyp-expect - run a test and require that pKVM's EL2 did the work.
  *
- *   hyp-expect [split_blocks=N] [el2_faults=N] [wp_overlap=N] -- COMMAND [ARG...]
+ *   hyp-expect [split_blocks=N] [el2_faults=N] [wp_overlap=N] [totals] -- COMMAND [ARG...]
  *
  * A test such as dirty_log_test checks the dirty log, not where the work
  * was done: it passes as well if no block was ever split or every fault
@@ -34,6 +34,13 @@
  * out): with the VM's lock taken by
  * both, only faults that got in before the call took the lock, or after
  * it let go of it and before its event, could count.
+ *
+ * totals: also trace pkvm_host_wrprotect_guest and pkvm_host_collapse_range
+ * and print, on one line, what EL2's split, write-protect and collapse
+ * calls did in all (make bench's hypercall and TLBI counts): split calls,
+ * blocks split, pages admitted from the split cache, broadcast TLBIs, calls
+ * that also write-protected, write-protect calls; collapse calls, blocks
+ * restored, tables left split, pages given back, broadcast TLBIs.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -70,6 +77,9 @@ static const char *const events[] = {
 static const char *const wp_events[] = {
 	"hyp_enter", "pkvm_host_wrprotect_guest",
 };
+static const char *const totals_events[] = {
+	"pkvm_host_wrprotect_guest", "pkvm_host_collapse_range",
+};
 
 /* wp_overlap: timestamps (us) in each CPU's order, which is time order. */
 struct stamps {
@@ -83,6 +93,10 @@ static bool enter_seen[MAX_CPUS];
 static unsigned long wp_unpaired;
 
 static unsigned long split_blocks, el2_faults, el2_waited, lines;
+static bool totals;
+static unsigned long split_calls, split_admitted, split_tlbi, split_wp, wp_calls;
+static unsigned long collapse_calls, collapse_blocks, collapse_left, collapse_freed,
+		     collapse_tlbi;
 static unsigned long markers_seen;
 static bool lost;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -164,6 +178,16 @@ static void account(const char *line)
 	ev += 2;
 	if (!strncmp(ev, "pkvm_host_split_range ", 22)) {
 		split_blocks += field(ev, "blocks");
+		split_calls++;
+		split_admitted += field(ev, "admitted");
+		split_tlbi += field(ev, "tlbi");
+		split_wp += !!field(ev, "wp");
+	} else if (!strncmp(ev, "pkvm_host_collapse_range ", 25)) {
+		collapse_calls++;
+		collapse_blocks += __builtin_popcountl(field(ev, "restored"));
+		collapse_left += field(ev, "left");
+		collapse_freed += field(ev, "freed");
+		collapse_tlbi += field(ev, "tlbi");
 	} else if (!strncmp(ev, "pkvm_dirty_fault ", 17)) {
 		ok = strstr(ev, " ret=0");
 		el2_faults += ok;
@@ -177,6 +201,9 @@ static void account(const char *line)
 		enter_seen[cpu] = strstr(ev, " reason=hvc ");
 		last_enter[cpu] = ts;
 	} else if (!strncmp(ev, "pkvm_host_wrprotect_guest ", 26)) {
+		wp_calls++;
+		if (!wp_overlap)
+			return;
 		/* Its call's hyp_enter came first, unless tracing began in it. */
 		if (!enter_seen[cpu] || last_enter[cpu] > ts ||
 		    ts - last_enter[cpu] > CLOCK_JUMP_US)
@@ -308,6 +335,11 @@ static int setup(void)
 		if (write_str(path, "1"))
 			return -1;
 	}
+	for (i = 0; totals && i < ARRAY_SIZE(totals_events); i++) {
+		snprintf(path, sizeof(path), HYP "/events/hypervisor/%s/enable", totals_events[i]);
+		if (write_str(path, "1"))
+			return -1;
+	}
 	return write_str(HYP "/tracing_on", "1");
 }
 
@@ -351,7 +383,7 @@ static int markers_write(unsigned long *nr)
 int main(int argc, char **argv)
 {
 	unsigned long want_split = 0, want_el2 = 0, want_wp = 0;
-	unsigned long wp_calls = 0, wp_in = 0;
+	unsigned long wp_pairs = 0, wp_in = 0;
 	double wp_even = 0;
 	struct timespec deadline;
 	int i, fd, status, ret;
@@ -366,11 +398,13 @@ int main(int argc, char **argv)
 			want_el2 = strtoul(argv[i] + 11, NULL, 0);
 		else if (!strncmp(argv[i], "wp_overlap=", 11))
 			want_wp = strtoul(argv[i] + 11, NULL, 0), wp_overlap = true;
+		else if (!strcmp(argv[i], "totals"))
+			totals = true;
 		else
 			break;
 	}
 	if (i >= argc - 1 || strcmp(argv[i], "--")) {
-		fprintf(stderr, "usage: %s [split_blocks=N] [el2_faults=N] [wp_overlap=N] -- COMMAND [ARG...]\n",
+		fprintf(stderr, "usage: %s [split_blocks=N] [el2_faults=N] [wp_overlap=N] [totals] -- COMMAND [ARG...]\n",
 			argv[0]);
 		return 1;
 	}
@@ -407,12 +441,17 @@ int main(int argc, char **argv)
 	printf("hyp-expect: %lu of the faults resolved at EL2 waited (tried again)\n",
 	       el2_waited);
 	if (wp_overlap) {
-		overlap(&wp_calls, &wp_in, &wp_even);
+		overlap(&wp_pairs, &wp_in, &wp_even);
 		printf("hyp-expect: %lu of the faults resolved at EL2 came during another CPU's write-protect call (%lu calls; %.1f if spread evenly)\n",
-		       wp_in, wp_calls, wp_even);
+		       wp_in, wp_pairs, wp_even);
 		printf("hyp-expect: %lu write-protect calls not counted (no hyp_enter before, or a clock jump)\n",
 		       wp_unpaired);
 	}
+	if (totals)
+		printf("hyp-expect: totals split_calls=%lu split_blocks=%lu split_admitted=%lu split_tlbi=%lu split_wp=%lu wp_calls=%lu collapse_calls=%lu collapse_blocks=%lu collapse_left=%lu collapse_freed=%lu collapse_tlbi=%lu\n",
+		       split_calls, split_blocks, split_admitted, split_tlbi, split_wp, wp_calls,
+		       collapse_calls, collapse_blocks, collapse_left, collapse_freed,
+		       collapse_tlbi);
 	if (ret || markers_seen < markers) {
 		printf("hyp-expect: %lu of EL2's %lu marker events came\n",
 		       markers_seen, markers);
@@ -423,7 +462,7 @@ int main(int argc, char **argv)
 		printf("hyp-expect: expected at least %lu blocks split and %lu faults resolved at EL2\n",
 		       want_split, want_el2);
 		ret = 1;
-	} else if (wp_overlap && (wp_in < want_wp || !wp_calls)) {
+	} else if (wp_overlap && (wp_in < want_wp || !wp_pairs)) {
 		printf("hyp-expect: expected at least %lu faults during a write-protect call, of at least one call\n",
 		       want_wp);
 		ret = 1;

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""lockfree-report.py DIR: the report of make bench-lockfree.
+
+Reads DIR/<kernel>-<mode>/counts.csv (bench-counts' counts boots of the
+kernels 'nodebug', whose EL2 fault path takes no lock, and 'nodebug-locked',
+the same tree with the fault path under the VM's lock) and writes
+DIR/results.md.
+
+Per dirtied page of a cell (kernel, mode, vCPUs) and repetition: (run -i 4 -
+run -i 2) / (2 x 8192 pages x vCPUs), as bench-counts. Two comparisons:
+
+ - the medians of EL2 instructions per dirtied page, and their ranges;
+ - the same with the world switches to the host factored out. Each return
+   from EL2 to the host (trans.el2.el1hi: vCPU exits for timer ticks and
+   IPIs, hypercalls) costs a world switch and back, and under TCG their
+   rate per page follows wall time, not the code under test. Per mode, one
+   least-squares fit over every pair of both kernels:
+       insn.el2 per page = a[kernel, vCPUs] + b * (EL2->host per page)
+   a is the cost of a dirtied page with no exit to the host, b that of an
+   exit, common to both kernels (the world switch is the same code). The
+   differences of the a's are given with their standard errors.
+
+Verdicts (issue #26): at 1 vCPU, the lock-free kernel within the noise of
+the locked one: its median inside the locked kernel's range; at 2 vCPUs
+against 1, the lock-free kernel's exit-free cost a[2] <= a[1] within two
+standard errors.
+"""
+import csv
+import math
+import os
+import statistics
+import sys
+
+PAGES = 8192
+KERNELS = ("nodebug-locked", "nodebug")
+LABEL = {"nodebug-locked": "VM's lock (before #26)", "nodebug": "lock-free (the series)"}
+
+
+def die(msg):
+    sys.exit("lockfree-report: " + msg)
+
+
+def pairs(path, mode):
+    """(vcpus, insn.el2 per page, EL2->host per page) per repetition."""
+    runs = {}
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            if r["kind"] == "counts" and r["mode"] == mode and r["fast"] == "1" and r["insn.el2"]:
+                runs[(int(r["vcpus"]), r["rep"], r["iters"])] = r
+    out = []
+    for (v, rep, it), r in sorted(runs.items()):
+        a = runs.get((v, rep, "2"))
+        if it != "4" or a is None:
+            continue
+        n = 2 * PAGES * v
+        out.append((v, (int(r["insn.el2"]) - int(a["insn.el2"])) / n,
+                    (int(r["trans.el2.el1hi"]) - int(a["trans.el2.el1hi"])) / n))
+    return out
+
+
+def solve(m, y):
+    """Least squares: coefficients and their covariance (normal equations)."""
+    p = len(m[0])
+    xtx = [[sum(row[i] * row[j] for row in m) for j in range(p)] for i in range(p)]
+    xty = [sum(row[i] * t for row, t in zip(m, y)) for i in range(p)]
+    # Gauss-Jordan inverse of X'X.
+    aug = [xtx[i][:] + [float(i == j) for j in range(p)] for i in range(p)]
+    for c in range(p):
+        piv = max(range(c, p), key=lambda i: abs(aug[i][c]))
+        if abs(aug[piv][c]) < 1e-12:
+            return None, None
+        aug[c], aug[piv] = aug[piv], aug[c]
+        d = aug[c][c]
+        aug[c] = [x / d for x in aug[c]]
+        for i in range(p):
+            if i != c and aug[i][c]:
+                f = aug[i][c]
+                aug[i] = [x - f * z for x, z in zip(aug[i], aug[c])]
+    inv = [row[p:] for row in aug]
+    coef = [sum(inv[i][j] * xty[j] for j in range(p)) for i in range(p)]
+    dof = len(y) - p
+    if dof <= 0:
+        return coef, None
+    rss = sum((t - sum(c * x for c, x in zip(coef, row))) ** 2 for row, t in zip(m, y))
+    s2 = rss / dof
+    return coef, [[s2 * x for x in row] for row in inv]
+
+
+def rng(xs, fmt="%.0f"):
+    if not xs:
+        return "–"
+    return (fmt % statistics.median(xs)) + " (" + (fmt % min(xs)) + "–" + (fmt % max(xs)) + ")"
+
+
+def main():
+    if len(sys.argv) != 2:
+        die("usage: lockfree-report.py DIR")
+    d = sys.argv[1]
+    modes = []
+    data = {}
+    for name in sorted(os.listdir(d)):
+        for k in KERNELS:
+            if name.startswith(k + "-") and name[len(k) + 1:] in ("protected", "protected-nvhe"):
+                mode = name[len(k) + 1:]
+                path = os.path.join(d, name, "counts.csv")
+                if not os.path.exists(path):
+                    die("no %s: that boot's bench-counts did not finish" % path)
+                data[(k, mode)] = pairs(path, mode)
+                if mode not in modes:
+                    modes.append(mode)
+    if not data:
+        die("no <kernel>-<mode>/counts.csv in " + d)
+
+    md = ["# bench-lockfree: the EL2 fault path without the VM's lock against the locked one", ""]
+    readme = os.path.join(d, "README.txt")
+    if os.path.exists(readme):
+        md += ["    " + line.rstrip() for line in open(readme)] + [""]
+    md += ["Per dirtied page: (run -i 4 − run -i 2, same cell, same boot, paired by repetition) / "
+           "(2 × 8192 pages × vCPUs), dirty_log_perf_test on 2 MiB hugetlb, eager split on, "
+           "fast path on. One boot per kernel and mode, in a seeded order. \"Exit-free\": the fit "
+           "insn.el2 = a[kernel, vCPUs] + b × (EL2→host per page) over both kernels' pairs of the "
+           "mode (scripts/lockfree-report.py says why); ± one standard error.", ""]
+
+    md += ["## EL2 instructions per dirtied page", "",
+           "| mode | vCPUs | " + " | ".join(LABEL[k] for k in KERNELS) +
+           " | EL2→host per page, locked | EL2→host per page, lock-free |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    vcpus_all = sorted({v for rows in data.values() for v, _, _ in rows})
+    for mode in modes:
+        for v in vcpus_all:
+            cells = [[y for vv, y, _ in data.get((k, mode), []) if vv == v] for k in KERNELS]
+            exits = [[x for vv, _, x in data.get((k, mode), []) if vv == v] for k in KERNELS]
+            md.append("| %s | %d | %s | %s | %s | %s |" % (mode, v, rng(cells[0]), rng(cells[1]),
+                                                           rng(exits[0], "%.3f"), rng(exits[1], "%.3f")))
+    md.append("")
+
+    md += ["## With the exits to the host factored out", "",
+           "| mode | vCPUs | a, locked | a, lock-free | lock-free − locked | b (per exit) | pairs |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    verdicts = []
+    for mode in modes:
+        cols = [(k, v) for k in KERNELS for v in vcpus_all if any(vv == v for vv, _, _ in data.get((k, mode), []))]
+        m, y = [], []
+        for k in KERNELS:
+            for v, yy, x in data.get((k, mode), []):
+                m.append([float((k, v) == c) for c in cols] + [x])
+                y.append(yy)
+        coef, cov = solve(m, y)
+        if coef is None or cov is None:
+            md.append("| %s | – | too few pairs for the fit | | | | %d |" % (mode, len(y)))
+            continue
+        a = {c: (coef[i], math.sqrt(cov[i][i])) for i, c in enumerate(cols)}
+        b = (coef[-1], math.sqrt(cov[-1][-1]))
+
+        def diff(c1, c2):
+            i, j = cols.index(c1), cols.index(c2)
+            return coef[i] - coef[j], math.sqrt(max(cov[i][i] + cov[j][j] - 2 * cov[i][j], 0))
+
+        for v in vcpus_all:
+            lk, lf = ("nodebug-locked", v), ("nodebug", v)
+            if lk in a and lf in a:
+                dv, ds = diff(lf, lk)
+                md.append("| %s | %d | %.0f ± %.0f | %.0f ± %.0f | %+.1f ± %.1f | %.0f ± %.0f | %d |" % (
+                    mode, v, a[lk][0], a[lk][1], a[lf][0], a[lf][1], dv, ds, b[0], b[1], len(y)))
+        # Verdicts.
+        one_lk = [yy for vv, yy, _ in data.get(("nodebug-locked", mode), []) if vv == 1]
+        one_lf = [yy for vv, yy, _ in data.get(("nodebug", mode), []) if vv == 1]
+        if one_lk and one_lf:
+            med = statistics.median(one_lf)
+            ok = min(one_lk) <= med <= max(one_lk)
+            dv, ds = diff(("nodebug", 1), ("nodebug-locked", 1))
+            verdicts.append("| %s | 1-vCPU fast path, lock-free against locked: median inside the locked "
+                            "range | %.0f in %.0f–%.0f; exit-free difference %+.1f ± %.1f | %s |" % (
+                                mode, med, min(one_lk), max(one_lk), dv, ds, "met" if ok else "missed"))
+        for k in KERNELS:
+            if (k, 1) in a and (k, 2) in a:
+                dv, ds = diff((k, 2), (k, 1))
+                ratio = a[(k, 2)][0] / a[(k, 1)][0]
+                ok = dv <= 2 * ds
+                verdicts.append("| %s | %s: exit-free EL2 instructions per page, 2 vCPUs against 1 "
+                                "(≤ 1 within two standard errors) | %.0f / %.0f = %.3f (%+.1f ± %.1f) | %s |" % (
+                                    mode, LABEL[k], a[(k, 2)][0], a[(k, 1)][0], ratio, dv, ds,
+                                    "met" if ok else "missed"))
+    md.append("")
+    if verdicts:
+        md += ["## Verdicts", "", "| mode | measure | value | verdict |", "| --- | --- | --- | --- |"]
+        md += verdicts
+        md.append("")
+    n = sum(len(v) for v in data.values())
+    md += ["## Pairs", "", "%d pairs in %d boots." % (n, len(data)), ""]
+    with open(os.path.join(d, "results.md"), "w") as f:
+        f.write("\n".join(md))
+    print("lockfree-report: wrote %s" % os.path.join(d, "results.md"))
+
+
+if __name__ == "__main__":
+    main()
