@@ -48,6 +48,8 @@
 #   COUNTS_FAST     pKVM cells of the counts boots: "1 0" (default: fast
 #                   path and host path), "1" or "0"
 #   COUNTS_LOCK     1 (default) to run the lock boots, 0 not
+#   COUNTS_LOCK_VARIANT  kernel of the lock boots (default: default, built
+#                   here; another must have hyp events and be built already)
 #   COUNTS_PLUGIN   1 (default) to run the counts boots (elcount plugin), 0
 #                   not (with COUNTS_TIME=0: the lock boots only, which
 #                   need no nodebug kernel)
@@ -64,6 +66,7 @@ PARAM=/sys/module/kvm/parameters/pkvm_fast_dirty
 VCPUS=${COUNTS_VCPUS:-"1 2"}
 FAST=${COUNTS_FAST:-"1 0"}
 LOCK=${COUNTS_LOCK:-1}
+LOCK_VARIANT=${COUNTS_LOCK_VARIANT:-default}
 COUNT=${COUNTS_PLUGIN:-1}
 ARGS="-s anonymous_hugetlb_2mb -b 32M -m 3 -k 2M"
 CLEAR_ARGS="-s anonymous_hugetlb_2mb -b 32M -v 2 -M bitmap -r 4 -t 50 -w 200"
@@ -185,10 +188,16 @@ if [ "$TIME" = 1 ]; then
 	done
 fi
 if [ "$LOCK" = 1 ]; then
-	"$TOP/scripts/build-kernel.sh" default
+	if [ "$LOCK_VARIANT" = default ]; then
+		"$TOP/scripts/build-kernel.sh" default
+	else
+		grep -qs '^CONFIG_NVHE_EL2_TRACING=y' "$BUILD/obj/$LOCK_VARIANT/.config" &&
+			[ -f "$BUILD/obj/$LOCK_VARIANT/arch/arm64/boot/Image" ] ||
+			die "COUNTS_LOCK_VARIANT: no '$LOCK_VARIANT' kernel with NVHE_EL2_TRACING built"
+	fi
 	for mode in $MODES; do
 		case "$mode" in protected*) ;; *) continue ;; esac
-		QEMU_EXTRA="" boot lock "$mode" lock_list default
+		QEMU_EXTRA="" boot lock "$mode" lock_list "$LOCK_VARIANT"
 	done
 fi
 
@@ -197,10 +206,10 @@ fi
 	echo "machine: $(nproc) host cores, $(uname -m), QEMU $(qemu-system-aarch64 --version | head -1 | awk '{print $4}') TCG; guest (L1) -smp ${SMP:-2}"
 	echo "kernel: $(git -C "$TREE" describe --always) on base $(git -C "$TREE" rev-parse --short base), variant '$VARIANT' ($(grep -qs '^CONFIG_NVHE_EL2_DEBUG=y' "$BUILD/obj/$VARIANT/.config" && echo NVHE_EL2_DEBUG=y || echo NVHE_EL2_DEBUG off); $(grep -qs '^CONFIG_NVHE_EL2_TRACING=y' "$BUILD/obj/$VARIANT/.config" && echo NVHE_EL2_TRACING=y || echo NVHE_EL2_TRACING off))"
 	[ "$COUNT$TIME" = 00 ] && echo "(no counts or time boots: the variant above was not used)"
-	[ "$LOCK" = 0 ] || echo "lock boots: variant 'default' ($(git -C "$TREE" describe --always)); write-protect overlap: dirty_log_migrate_perf_test $CLEAR_ARGS"
+	[ "$LOCK" = 0 ] || echo "lock boots: variant '$LOCK_VARIANT' ($(git -C "$TREE" describe --always)); write-protect overlap: dirty_log_migrate_perf_test $CLEAR_ARGS"
 	echo "scenario: dirty_log_perf_test $ARGS -i 2 / -i 4"
 	echo "seed: $SEED"
-	echo "command: make bench-counts COUNTS_MODES=\"$MODES\" COUNTS_REPS=$REPS COUNTS_VARIANT=$VARIANT COUNTS_TIME=$TIME COUNTS_VCPUS=\"$VCPUS\" COUNTS_LOCK=$LOCK COUNTS_PLUGIN=$COUNT COUNTS_FAST=\"$FAST\" COUNTS_SEED=$SEED"
+	echo "command: make bench-counts COUNTS_MODES=\"$MODES\" COUNTS_REPS=$REPS COUNTS_VARIANT=$VARIANT COUNTS_TIME=$TIME COUNTS_VCPUS=\"$VCPUS\" COUNTS_LOCK=$LOCK COUNTS_PLUGIN=$COUNT COUNTS_FAST=\"$FAST\" COUNTS_LOCK_VARIANT=$LOCK_VARIANT COUNTS_SEED=$SEED"
 } > "$out/README.txt"
 /usr/bin/python3 "$TOP/scripts/counts-report.py" "$out"
 echo "bench-counts: results in $out ($(( ($(date +%s) - start) / 60 )) min)"

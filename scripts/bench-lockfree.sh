@@ -6,7 +6,8 @@
 # and 'nodebug-locked', the same tree with bench/lockfree/locked-fault-path.patch
 # (__pkvm_guest_relax_marked() under the VM's lock, an exclusive walk: the
 # fault path before issue #26; nothing else differs). The patch is applied to
-# the tree only for that build and taken out again, whatever happens.
+# the tree only for that build and taken out again, whatever happens
+# (scripts/build-patched-kernel.sh).
 #
 # Then make bench-counts' counts boots (elcount plugin, fast path only,
 # COUNTS_VCPUS at 1 and 2 vCPUs, LOCKFREE_REPS pairs of -i 2 / -i 4 runs per
@@ -37,25 +38,8 @@ done
 for v in $VCPUS; do case "$v" in 1|2) ;; *) die "LOCKFREE_VCPUS: '$v' is not 1 or 2" ;; esac; done
 [ -f "$PATCH" ] || die "no $PATCH"
 
-"$TOP/scripts/build-kernel.sh" nodebug
-
-# The locked kernel: nodebug's objects, the patched tree, then the tree
-# as it was.
-files=$(sed -n 's#^+++ b/##p' "$PATCH")
-git -C "$TREE" diff --quiet -- $files || die "the tree has changes in $files: not touching it"
-git -C "$TREE" apply --check "$PATCH" || die "$PATCH does not apply to the tree"
-restore() { git -C "$TREE" checkout -q -- $files; }
-trap restore EXIT
-locked=$BUILD/obj/nodebug-locked
-rsync -a --delete "$BUILD/obj/nodebug/" "$locked/"
-git -C "$TREE" apply "$PATCH"
-start=$(date +%s)
-"${KMAKE[@]}" O="$locked" Image > "$locked/build.log" 2>&1 ||
-	{ tail -40 "$locked/build.log" >&2; die "the locked kernel failed to build (log: $locked/build.log)"; }
-! grep -E "warning:" "$locked/build.log" >&2 || die "the locked kernel has warnings"
-restore
-trap - EXIT
-echo "bench-lockfree: nodebug-locked Image built in $(( $(date +%s) - start ))s"
+# The locked kernel: nodebug's objects rebuilt with the patch.
+"$TOP/scripts/build-patched-kernel.sh" nodebug nodebug-locked "$PATCH"
 
 stamp=$(date -u +%Y-%m-%d-%H%M)
 out=$TOP/bench/lockfree/$stamp

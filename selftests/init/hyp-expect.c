@@ -62,11 +62,15 @@
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 #define MAX_CPUS	64
 /*
- * Under QEMU, some of protected nVHE's event timestamps come with bits 59
- * and up of their nanoseconds set, as if the clock had jumped by k * 2^59
- * ns, and the next ones without: only the low 59 bits are the time. No
- * host call lasts over 100 ms, and no longer gap between two faults of a
- * CPU counts towards their span, whatever is left.
+ * In protected nVHE (not hVHE), 7.3's hyp trace clock reads the virtual
+ * counter, which at EL2 with HCR_EL2.E2H clear is offset by CNTVOFF_EL2:
+ * events of a CPU whose vCPU is loaded (the faults) are stamped in the
+ * guest's time, the host's calls on other CPUs in the host's, and where the
+ * guest's count is below the clock's epoch the nanoseconds wrap (bits 59
+ * and up set). Only the low 59 bits are kept, and no gap between two
+ * faults of a CPU over 100 ms counts towards their span, but wp_overlap's
+ * count is only meaningful there on a kernel whose hyp clock reads the
+ * physical counter (bench/hypclock/).
  */
 #define TS_NS_MASK	((1ULL << 59) - 1)
 #define CLOCK_JUMP_US	100000ULL
