@@ -48,8 +48,12 @@
 #   COUNTS_FAST     pKVM cells of the counts boots: "1 0" (default: fast
 #                   path and host path), "1" or "0"
 #   COUNTS_LOCK     1 (default) to run the lock boots, 0 not
-#   COUNTS_LOCK_VARIANT  kernel of the lock boots (default: default, built
-#                   here; another must have hyp events and be built already)
+#   COUNTS_LOCK_VARIANT  kernel of the lock boots (default: default-cntpct,
+#                   the default kernel with 7.3's hyp trace clock fixed,
+#                   bench/hypclock/, built here: without the fix protected
+#                   nVHE's event times are the guest's on a CPU running a
+#                   vCPU; "default" for the kernel as it is; another must
+#                   have hyp events and be built already)
 #   COUNTS_PLUGIN   1 (default) to run the counts boots (elcount plugin), 0
 #                   not (with COUNTS_TIME=0: the lock boots only, which
 #                   need no nodebug kernel)
@@ -66,7 +70,8 @@ PARAM=/sys/module/kvm/parameters/pkvm_fast_dirty
 VCPUS=${COUNTS_VCPUS:-"1 2"}
 FAST=${COUNTS_FAST:-"1 0"}
 LOCK=${COUNTS_LOCK:-1}
-LOCK_VARIANT=${COUNTS_LOCK_VARIANT:-default}
+LOCK_VARIANT=${COUNTS_LOCK_VARIANT:-default-cntpct}
+HYPCLOCK_FIX=$TOP/bench/hypclock/0001-KVM-arm64-Read-the-physical-counter-for-the-nVHE-hyp-trace-clock.patch
 COUNT=${COUNTS_PLUGIN:-1}
 ARGS="-s anonymous_hugetlb_2mb -b 32M -m 3 -k 2M"
 CLEAR_ARGS="-s anonymous_hugetlb_2mb -b 32M -v 2 -M bitmap -r 4 -t 50 -w 200"
@@ -190,6 +195,8 @@ fi
 if [ "$LOCK" = 1 ]; then
 	if [ "$LOCK_VARIANT" = default ]; then
 		"$TOP/scripts/build-kernel.sh" default
+	elif [ "$LOCK_VARIANT" = default-cntpct ]; then
+		"$TOP/scripts/build-patched-kernel.sh" default default-cntpct "$HYPCLOCK_FIX"
 	else
 		grep -qs '^CONFIG_NVHE_EL2_TRACING=y' "$BUILD/obj/$LOCK_VARIANT/.config" &&
 			[ -f "$BUILD/obj/$LOCK_VARIANT/arch/arm64/boot/Image" ] ||
