@@ -251,6 +251,42 @@ static void expect_s2_mmu_refused(struct abi_case_ctx *c, struct kvm *kvm)
 	arm_smccc_1_1_hvc(KVM_HOST_SMCCC_FUNC(__kvm_flush_cpu_context), mmu, &res);
 	report(c, res.a0 == SMCCC_RET_NOT_SUPPORTED, "__kvm_flush_cpu_context(host mmu) refused",
 	       res.a0, SMCCC_RET_NOT_SUPPORTED);
+	/* GICv5 guests are not supported with pKVM: both calls are refused. */
+	arm_smccc_1_1_hvc(KVM_HOST_SMCCC_FUNC(__vgic_v5_save_apr), mmu, &res);
+	report(c, res.a0 == SMCCC_RET_NOT_SUPPORTED, "__vgic_v5_save_apr(host pointer) refused",
+	       res.a0, SMCCC_RET_NOT_SUPPORTED);
+	arm_smccc_1_1_hvc(KVM_HOST_SMCCC_FUNC(__vgic_v5_restore_vmcr_apr), mmu, &res);
+	report(c, res.a0 == SMCCC_RET_NOT_SUPPORTED,
+	       "__vgic_v5_restore_vmcr_apr(host pointer) refused", res.a0, SMCCC_RET_NOT_SUPPORTED);
+}
+
+/*
+ * The guest-page hypercalls that take a handle refuse a gfn outside the
+ * guest's IPA space: 7.3 panicked EL2 in test_clear_young on the first one,
+ * and let a gfn past 2^(64 - PAGE_SHIFT) wrap to an IPA inside the guest.
+ * Each case must leave the block at @gfn mapped: the calls after it check.
+ */
+static void expect_ipa_range_refused(struct abi_case_ctx *c, pkvm_handle_t h, u64 gfn,
+				     u64 bp, u64 ipa_pages)
+{
+	u64 wrap = gfn + BIT_ULL(64 - PAGE_SHIFT);
+	long ret;
+
+	ret = kvm_call_hyp_nvhe(__pkvm_host_test_clear_young_guest, h, ipa_pages, 1, true);
+	report(c, ret == -ERANGE, "test_clear_young: gfn past the IPA space", ret, -ERANGE);
+	ret = kvm_call_hyp_nvhe(__pkvm_host_test_clear_young_guest, h, ipa_pages - 1, 2, true);
+	report(c, ret == -ERANGE, "test_clear_young: range ending past the IPA space",
+	       ret, -ERANGE);
+	ret = kvm_call_hyp_nvhe(__pkvm_host_test_clear_young_guest, h, wrap, 1, false);
+	report(c, ret == -ERANGE, "test_clear_young: gfn that wraps the IPA", ret, -ERANGE);
+	ret = kvm_call_hyp_nvhe(__pkvm_host_wrprotect_guest, h, ipa_pages, 1);
+	report(c, ret == -ERANGE, "wrprotect: gfn past the IPA space", ret, -ERANGE);
+	ret = kvm_call_hyp_nvhe(__pkvm_host_wrprotect_guest, h, wrap, 1);
+	report(c, ret == -ERANGE, "wrprotect: gfn that wraps the IPA", ret, -ERANGE);
+	ret = kvm_call_hyp_nvhe(__pkvm_host_unshare_guest, h, ipa_pages, 1);
+	report(c, ret == -ERANGE, "unshare: gfn past the IPA space", ret, -ERANGE);
+	ret = kvm_call_hyp_nvhe(__pkvm_host_unshare_guest, h, wrap, bp);
+	report(c, ret == -ERANGE, "unshare: block whose gfn wraps the IPA", ret, -ERANGE);
 }
 
 static struct pkvm_mapping *first_block(struct kvm_pgtable *pgt, u64 *bp)
@@ -655,6 +691,11 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	report(&c, !nsh_hvc(h, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL),
 	       "nsh flush: legitimate call", 0, 0);
 
+	done = blocks_mapped(h, gfn, 2 * bp);
+	expect_ipa_range_refused(&c, h, gfn, bp, ipa_pages);
+	covered = blocks_mapped(h, gfn, 2 * bp);
+	report(&c, done == 2 && covered == done,
+	       "both blocks still mapped after the out-of-range calls", covered, 2);
 	expect_s2_mmu_refused(&c, kvm);
 unlock:
 	write_unlock(&kvm->mmu_lock);

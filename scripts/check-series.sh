@@ -10,17 +10,22 @@ set -euo pipefail
 
 pdir=$BUILD/check-patches
 wt=$BUILD/check-am
+# The export signs off as the exporter; a machine with no git identity
+# (a fresh CI clone) checks the series under a stand-in one.
+if [ -z "${EXPORT_IDENT:-}" ] &&
+   ! { git -C "$TOP" config user.name && git -C "$TOP" config user.email; } >/dev/null; then
+	export EXPORT_IDENT="series check <series-check@example.invalid>"
+fi
 "$TOP/scripts/export-patches.sh" "$pdir" >/dev/null
+for p in $(find "$pdir" -name '[0-9]*.patch' ! -name '0000-cover-letter.patch'); do
+	grep -q '^Signed-off-by: ' "$p" || die "$(basename "$p"): no Signed-off-by"
+done
+! grep -rl 'pkvm-split@invalid' "$pdir" >/dev/null || die "an exported patch names the placeholder identity"
 
 git -C "$TREE" worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"
 git -C "$TREE" worktree prune
 git -C "$TREE" worktree add -q --detach "$wt" base
-patches=$(ls "$pdir"/[0-9]*.patch | grep -v 0000-cover-letter)
-# shellcheck disable=SC2086
-git -C "$wt" -c user.name=check -c user.email=check@invalid am -q $patches ||
-	die "the series does not apply with git am"
-[ "$(git -C "$wt" rev-parse 'HEAD^{tree}')" = "$(git -C "$TREE" rev-parse 'HEAD^{tree}')" ] ||
-	die "git am of the series does not reproduce the tree"
+[ ! -e "$pdir/0000-cover-letter.patch" ] || die "the export has an overview of the whole series beside its postings"
 
 # The postings, one after the other, give the same tree.
 git -C "$wt" checkout -q --detach base
@@ -36,12 +41,13 @@ done
 	die "git am of the postings in order does not reproduce the tree"
 git -C "$TREE" worktree remove --force "$wt"
 
-found=$(cd "$pdir" && perl "$TREE/scripts/checkpatch.pl" --strict --no-tree --terse --show-types \
-	$(ls [0-9]*.patch | grep -v 0000-cover-letter) 2>&1 | grep -E 'ERROR|WARNING|CHECK' | grep -v '^0000-cover' || true)
+found=$(cd "$pdir/postings" && perl "$TREE/scripts/checkpatch.pl" --strict --no-tree --terse --show-types \
+	$(ls ./*/[0-9]*.patch | grep -v 0000-cover-letter) 2>&1 | grep -E 'ERROR|WARNING|CHECK' |
+	sed -E 's#^\./[^/]*/##' | grep -v '^0000-cover' || true)
 allowed=$(grep -v '^#' "$TOP/scripts/checkpatch.allow" | cut -d'|' -f1 | sed 's/ *$//' | grep . || true)
 bad=$(echo "$found" | grep . | while read -r l; do
 	key=$(echo "$l" | sed -E 's/^[0-9]{4}-([^:]*):[0-9]+: (.*)$/\1: \2/')
 	echo "$allowed" | grep -qxF "$key" || echo "$l"
 done)
 [ -z "$bad" ] || { echo "$bad"; die "checkpatch --strict reports the lines above"; }
-echo "check-series: git am of the series, and of its $(ls -d "$pdir"/postings/*/ | wc -l) postings in order, reproduces the tree; checkpatch clean ($(echo "$found" | grep -c . ) allowed)"
+echo "check-series: git am of the $(ls -d "$pdir"/postings/*/ | wc -l) postings in order, reproduces the tree; checkpatch clean ($(echo "$found" | grep -c . ) allowed)"
