@@ -380,11 +380,11 @@ static void expect_protected_refused(struct abi_case_ctx *c, struct kvm *kvm,
 	}
 
 	expect_split(c, "split: a protected VM's handle", pvm->arch.pkvm.handle,
-		     gfn, bp, -EPERM);
+		     gfn, bp, -EINVAL);
 	expect_collapse(c, "restore: a protected VM's handle", &pvm->arch.pkvm.split_mc,
-			pvm->arch.pkvm.handle, gfn, bp, -EPERM);
+			pvm->arch.pkvm.handle, gfn, bp, -EINVAL);
 	ret = nsh_hvc(pvm->arch.pkvm.handle, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL);
-	report(c, ret == -EPERM, "nsh flush: a protected VM's handle", ret, -EPERM);
+	report(c, ret == -EINVAL, "nsh flush: a protected VM's handle", ret, -EINVAL);
 
 	expect_cache_refused(c, kvm, "split: memcache page donated to a protected guest",
 			     gfn, bp, donated, 1);
@@ -555,8 +555,8 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	mc->nr_pages = 0;
 
 	seq_puts(s, "KTAP version 1\n");
-	expect_split(&c, "split: unknown handle", 0, gfn, bp, -ENOENT);
-	expect_split(&c, "split: unused handle", unused, gfn, bp, -ENOENT);
+	expect_split(&c, "split: unknown handle", 0, gfn, bp, -EINVAL);
+	expect_split(&c, "split: unused handle", unused, gfn, bp, -EINVAL);
 	expect_split(&c, "split: zero length", h, gfn, 0, -EINVAL);
 	expect_split(&c, "split: unaligned start", h, gfn + 1, bp, -EINVAL);
 	expect_split(&c, "split: unaligned length", h, gfn, bp + 1, -EINVAL);
@@ -582,7 +582,7 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 			gfn, KVM_PKVM_SPLIT_MAX_WP + 1, -EINVAL);
 	expect_split(&c, "split: empty memcache", h, gfn, bp, -ENOMEM);
 
-	expect_collapse(&c, "restore: unknown handle", mc, 0, gfn, bp, -ENOENT);
+	expect_collapse(&c, "restore: unknown handle", mc, 0, gfn, bp, -EINVAL);
 	expect_collapse(&c, "restore: zero length", mc, h, gfn, 0, -EINVAL);
 	expect_collapse(&c, "restore: unaligned start", mc, h, gfn + 1, bp, -EINVAL);
 	expect_collapse(&c, "restore: unaligned length", mc, h, gfn, bp + 1, -EINVAL);
@@ -676,10 +676,10 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	expect_collapse(&c, "restore: ... and then finds nothing to restore", mc, h,
 			gfn, 2 * bp, 0);
 
-	report(&c, nsh_hvc(0, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL) == -ENOENT,
-	       "nsh flush: unknown handle", 0, -ENOENT);
-	report(&c, nsh_hvc(0, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL + 1) == -ENOENT,
-	       "nsh flush: unknown handle before a bad level", 0, -ENOENT);
+	report(&c, nsh_hvc(0, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL) == -EINVAL,
+	       "nsh flush: unknown handle", 0, -EINVAL);
+	report(&c, nsh_hvc(0, PFN_PHYS(ipa_pages), KVM_PGTABLE_LAST_LEVEL) == -EINVAL,
+	       "nsh flush: unknown handle before an IPA outside the VM", 0, -EINVAL);
 	report(&c, nsh_hvc(h, PFN_PHYS(gfn), KVM_PGTABLE_LAST_LEVEL + 1) == -EINVAL,
 	       "nsh flush: level out of range", 0, -EINVAL);
 	report(&c, nsh_hvc(h, PFN_PHYS(gfn), KVM_PGTABLE_FIRST_LEVEL - 1) == -EINVAL,
@@ -1402,7 +1402,7 @@ static void raw_bad_args(struct raw_ctx *c)
 	switch (which) {
 	case 0:
 		h = c->unused;
-		want = -ENOENT;
+		want = -EINVAL;
 		break;
 	case 1:
 		nr = 0;
@@ -1474,7 +1474,7 @@ static void raw_nsh(struct raw_ctx *c)
 	ret = nsh_hvc(unused ? c->unused : c->kvm->arch.pkvm.handle, ipa, level);
 	/* The handle first, then the level, then the IPA. */
 	if (unused)
-		want = -ENOENT;
+		want = -EINVAL;
 	else if (level < KVM_PGTABLE_FIRST_LEVEL || level > KVM_PGTABLE_LAST_LEVEL)
 		want = -EINVAL;
 	else
@@ -1492,17 +1492,17 @@ static void raw_protected(struct raw_ctx *c)
 	long ret;
 
 	ret = split_hvc(h, 0, c->bp, &done, &nr_split);
-	if (ret != -EPERM || nr_split)
+	if (ret != -EINVAL || nr_split)
 		raw_fail(c, "split: ret %ld, split %llu", ret, nr_split);
 	ret = collapse_hvc(&c->pvm->arch.pkvm.split_mc, h, 0, c->bp, &done, &restored,
 			   &returned);
-	if (ret != -EPERM || restored || returned)
+	if (ret != -EINVAL || restored || returned)
 		raw_fail(c, "restore: ret %ld, restored 0x%llx", ret, restored);
 	ret = check_hvc(h, 0, c->bp, U64_MAX, &res);
-	if (ret != -EPERM)
+	if (ret != -EINVAL)
 		raw_fail(c, "check: ret %ld", ret);
 	ret = nsh_hvc(h, 0, KVM_PGTABLE_LAST_LEVEL);
-	if (ret != -EPERM)
+	if (ret != -EINVAL)
 		raw_fail(c, "nsh flush: ret %ld", ret);
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Host-side check: the exported series applies with `git am` to a fresh
-# checkout of the pristine base and gives exactly our tree, so do its
-# postings applied one after the other, each cover letter has its version
-# tag, and
+# Host-side check: the postings, applied one after the other with `git am`
+# to a fresh checkout of the pristine base, give exactly our tree below the
+# test kit (the series' last patches, msg/postings' `kit` line, never
+# posted), none of them carries test-kit code, each cover letter has its
+# version tag, and
 # checkpatch --strict finds nothing but what scripts/checkpatch.allow
 # lists (with its reason).
 set -euo pipefail
@@ -37,8 +38,14 @@ for d in "$pdir"/postings/*/; do
 	grep -q "^Subject: \[PATCH v[0-9]* 0/" "$d/0000-cover-letter.patch" ||
 		die "posting $(basename "$d"): its cover letter has no version tag"
 done
-[ "$(git -C "$wt" rev-parse 'HEAD^{tree}')" = "$(git -C "$TREE" rev-parse 'HEAD^{tree}')" ] ||
-	die "git am of the postings in order does not reproduce the tree"
+kit=$(awk '$1 == "kit" { print $3 - $2 + 1 }' "$TOP/msg/postings")
+[ "$(git -C "$wt" rev-parse 'HEAD^{tree}')" = "$(git -C "$TREE" rev-parse "HEAD~${kit:-0}^{tree}")" ] ||
+	die "git am of the postings in order does not reproduce the tree below the test kit"
+# Nothing that exists only to test reaches a posting (hypercalls/test-kit.md).
+for word in "config PKVM_SPLIT_ABI_TEST" __pkvm_check_guest pkvm_split_test.o arm_smccc_1_2_hvc pkvm-split@invalid; do
+	! grep -rl -e "^+.*$word" "$pdir/postings" >/dev/null ||
+		die "a posting adds test-kit code: $word in $(grep -rl -e "^+.*$word" "$pdir/postings" | head -1)"
+done
 git -C "$TREE" worktree remove --force "$wt"
 
 found=$(cd "$pdir/postings" && perl "$TREE/scripts/checkpatch.pl" --strict --no-tree --terse --show-types \
@@ -50,4 +57,4 @@ bad=$(echo "$found" | grep . | while read -r l; do
 	echo "$allowed" | grep -qxF "$key" || echo "$l"
 done)
 [ -z "$bad" ] || { echo "$bad"; die "checkpatch --strict reports the lines above"; }
-echo "check-series: git am of the $(ls -d "$pdir"/postings/*/ | wc -l) postings in order, reproduces the tree; checkpatch clean ($(echo "$found" | grep -c . ) allowed)"
+echo "check-series: git am of the $(ls -d "$pdir"/postings/*/ | wc -l) postings in order reproduces the tree below the ${kit:-0}-patch test kit, no test-kit code in them; checkpatch clean ($(echo "$found" | grep -c . ) allowed)"

@@ -6,6 +6,9 @@
 # cover letter msg/cover-<name>, under postings/<k>-<name>/. They apply
 # with `git am` in that order; there is no overview of the whole series
 # beside them (msg/cover-letter is the project's overview, not a posting).
+# The test kit (msg/postings' `kit` line: the series' last patches, which
+# the harness applies on top for test kernels; hypercalls/test-kit.md) is
+# never exported.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -69,11 +72,18 @@ mapfile -t commits < <(git -C "$TREE" rev-list --reverse base..HEAD)
 total=${#commits[@]}
 k=0
 next=1
+kit=0
 while read -r name first last; do
 	case "$name" in ''|'#'*) continue ;; esac
-	k=$((k + 1))
 	[ "$first" = "$next" ] && [ "$last" -ge "$first" ] && [ "$last" -le "$total" ] ||
 		die "msg/postings: '$name $first $last' does not follow on from patch $((next - 1)) (of $total)"
+	if [ "$name" = kit ]; then
+		[ "$last" -eq "$total" ] || die "msg/postings: the kit must be the series' last patches"
+		kit=$((last - first + 1))
+		next=$((last + 1))
+		continue
+	fi
+	k=$((k + 1))
 	[ -f "$TOP/msg/cover-$name" ] || die "msg/postings: no cover letter msg/cover-$name"
 	dir=$out/postings/$k-$name
 	mkdir -p "$dir"
@@ -85,4 +95,4 @@ while read -r name first last; do
 	next=$((last + 1))
 done < "$TOP/msg/postings"
 [ "$next" -eq $((total + 1)) ] || die "msg/postings covers patches 1-$((next - 1)) of $total"
-echo "export-patches: $total patches in $k postings in $out/postings, signed off by $ident"
+echo "export-patches: $((total - kit)) patches in $k postings in $out/postings, signed off by $ident ($kit test-kit patches not exported)"
