@@ -29,6 +29,7 @@
 
 #include <asm/kvm_mmu.h>
 #include <asm/kvm_pkvm.h>
+#include <asm/sections.h>
 
 #include "hyp_constants.h"
 
@@ -287,6 +288,19 @@ static void expect_ipa_range_refused(struct abi_case_ctx *c, pkvm_handle_t h, u6
 	report(c, ret == -ERANGE, "unshare: gfn past the IPA space", ret, -ERANGE);
 	ret = kvm_call_hyp_nvhe(__pkvm_host_unshare_guest, h, wrap, bp);
 	report(c, ret == -ERANGE, "unshare: block whose gfn wraps the IPA", ret, -ERANGE);
+}
+
+/*
+ * The hypervisor's text is mapped read-only in the host stage-2 (for the
+ * host to dump on a hyp panic) and belongs to no guest: 7.3 panicked EL2
+ * when the host asked to force-reclaim it.
+ */
+static void expect_hyp_text_reclaim_refused(struct abi_case_ctx *c)
+{
+	long ret;
+
+	ret = kvm_call_hyp_nvhe(__pkvm_force_reclaim_guest_page, __pa_symbol(__hyp_text_start));
+	report(c, ret == -EPERM, "force_reclaim: hyp text refused", ret, -EPERM);
 }
 
 static struct pkvm_mapping *first_block(struct kvm_pgtable *pgt, u64 *bp)
@@ -697,6 +711,7 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	report(&c, done == 2 && covered == done,
 	       "both blocks still mapped after the out-of-range calls", covered, 2);
 	expect_s2_mmu_refused(&c, kvm);
+	expect_hyp_text_reclaim_refused(&c);
 unlock:
 	write_unlock(&kvm->mmu_lock);
 	mutex_unlock(&kvm->slots_lock);
