@@ -93,8 +93,8 @@ static u64 blocks_mapped(pkvm_handle_t handle, u64 gfn, u64 nr_pages)
  * A split call, and how many blocks it split: the call does not say, so
  * EL2's walk counts the block leaves of the call's window before and after.
  */
-static long split_wp_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages, u64 wp_gfn,
-			 u64 wp_nr, u64 *done, u64 *nr_split, u64 *wp_done)
+static long split_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
+		      u64 *done, u64 *nr_split)
 {
 	u64 blocks = blocks_mapped(handle, gfn, nr_pages);
 	struct arm_smccc_1_2_regs res, args = {
@@ -102,25 +102,14 @@ static long split_wp_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages, u64 wp_gfn
 		.a1	= handle,
 		.a2	= gfn,
 		.a3	= nr_pages,
-		.a4	= wp_gfn,
-		.a5	= wp_nr,
 	};
 
 	arm_smccc_1_2_hvc(&args, &res);
 	if (res.a0 != SMCCC_RET_SUCCESS)
 		return -EOPNOTSUPP;
 	*done = res.a2;
-	*wp_done = res.a3;
 	*nr_split = blocks - blocks_mapped(handle, gfn, nr_pages);
 	return (long)res.a1;
-}
-
-static long split_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
-		      u64 *done, u64 *nr_split)
-{
-	u64 wp_done;
-
-	return split_wp_hvc(handle, gfn, nr_pages, 0, 0, done, nr_split, &wp_done);
 }
 
 /*
@@ -181,18 +170,6 @@ static void expect_split(struct abi_case_ctx *c, const char *what,
 	long ret = split_hvc(handle, gfn, nr_pages, &done, &nr_split);
 
 	report(c, ret == want && !nr_split, what, ret, want);
-}
-
-/* A bad write-protect range: the call fails before it splits anything. */
-static void expect_split_wp(struct abi_case_ctx *c, const char *what,
-			    pkvm_handle_t handle, u64 gfn, u64 nr_pages,
-			    u64 wp_gfn, u64 wp_nr, long want)
-{
-	u64 done = ~0ULL, nr_split = ~0ULL, wp_done = ~0ULL;
-	long ret = split_wp_hvc(handle, gfn, nr_pages, wp_gfn, wp_nr, &done,
-				&nr_split, &wp_done);
-
-	report(c, ret == want && !nr_split && !wp_done, what, ret, want);
 }
 
 /*
@@ -579,21 +556,6 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 		     ipa_pages - bp, 2 * bp, -ERANGE);
 	expect_split(&c, "split: overflowing gfn + nr_pages", h, ipa_pages - bp,
 		     ALIGN_DOWN(U64_MAX, bp), -ERANGE);
-	/* The memcache is empty: these fail on their arguments first. */
-	expect_split_wp(&c, "split+wp: write-protect range before the split range", h,
-			gfn + bp, bp, gfn, 1, -EINVAL);
-	expect_split_wp(&c, "split+wp: write-protect range past the split range", h,
-			gfn, bp, gfn + bp, 1, -EINVAL);
-	expect_split_wp(&c, "split+wp: write-protect range further past it", h,
-			gfn, bp, gfn + bp + 1, 1, -EINVAL);
-	expect_split_wp(&c, "split+wp: write-protect range at the top of the u64 space", h,
-			gfn, bp, ALIGN_DOWN(U64_MAX, bp), bp, -EINVAL);
-	expect_split_wp(&c, "split+wp: write-protect range across a block boundary", h,
-			gfn, 2 * bp, gfn + bp - 1, 2, -EINVAL);
-	expect_split_wp(&c, "split+wp: overflowing wp_gfn + wp_nr", h, gfn, bp,
-			gfn + 1, U64_MAX, -EINVAL);
-	expect_split_wp(&c, "split+wp: more frames than one bitmap word", h, gfn, bp,
-			gfn, KVM_PKVM_SPLIT_MAX_WP + 1, -EINVAL);
 	expect_split(&c, "split: empty memcache", h, gfn, bp, -ENOMEM);
 
 	expect_collapse(&c, "restore: unknown handle", mc, 0, gfn, bp, -EINVAL);
@@ -670,10 +632,8 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	       "split: split blocks are skipped", ret, 0);
 	expect_split(&c, "split: unmapped range splits nothing", h,
 		     ipa_pages - 2 * bp, bp, 0);
-	ret = split_wp_hvc(h, gfn, 2 * bp, gfn + 64, min_t(u64, 64, bp), &done,
-			   &nr_split, &covered);
-	report(&c, !ret && !nr_split && covered == min_t(u64, 64, bp),
-	       "split+wp: split blocks are skipped, the range write-protected", ret, 0);
+	ret = kvm_call_hyp_nvhe(__pkvm_host_wrprotect_guest, h, gfn + 64, min_t(u64, 64, bp));
+	report(&c, !ret, "wrprotect: a word of a split block", ret, 0);
 
 	/*
 	 * The two split blocks, one with a page write-protected just above:
@@ -1040,12 +1000,12 @@ DEFINE_SHOW_ATTRIBUTE(pkvm_split_check);
 #define RAW_MAX_GOOD	3
 
 enum raw_op {
-	RAW_SPLIT, RAW_SPLIT_WP, RAW_COLLAPSE, RAW_BAD_ARGS, RAW_NSH,
+	RAW_SPLIT, RAW_COLLAPSE, RAW_BAD_ARGS, RAW_NSH,
 	RAW_PROTECTED, RAW_WRPROTECT, RAW_YOUNG, RAW_UNMAP, RAW_NR_OPS,
 };
 
 static const char * const raw_op_names[RAW_NR_OPS] = {
-	"split", "split+wp", "restore", "bad arguments", "nsh flush",
+	"split", "restore", "bad arguments", "nsh flush",
 	"protected VM's handle", "write-protect", "test and clear young", "unmap",
 };
 
@@ -1221,17 +1181,17 @@ static bool raw_check(struct raw_ctx *c, struct split_check *sc)
 }
 
 /*
- * A split (with a range to write-protect if @wp) with a cache of 0 to
+ * A split with a cache of 0 to
  * RAW_MAX_GOOD good pages, then maybe a bad one. EL2 admits one page per
  * block of the range it covers less what the VM's split cache holds, as
  * many as the host's list offers: if that reaches the bad page, it fails
  * with -ENOMEM, splits nothing and keeps the good pages before it.
  */
-static void raw_split(struct raw_ctx *c, bool wp)
+static void raw_split(struct raw_ctx *c)
 {
 	struct kvm_hyp_memcache *mc = &c->kvm->arch.pkvm.split_mc;
-	u64 gfn, nr, cap, want, consumed, expect_split, wp_gfn = 0, wp_nr = 0;
-	u64 done = ~0ULL, nr_split = ~0ULL, wp_done = ~0ULL, want_wp, i;
+	u64 gfn, nr, cap, want, consumed, expect_split;
+	u64 done = ~0ULL, nr_split = ~0ULL, i;
 	phys_addr_t ent[RAW_MAX_GOOD + 1];
 	struct kvm_hyp_memcache saved = *mc;
 	struct split_check *after = &c->after;
@@ -1239,23 +1199,7 @@ static void raw_split(struct raw_ctx *c, bool wp)
 	int bad;
 	long ret;
 
-	if (wp) {
-		struct pkvm_mapping *m = raw_pick_mapping(c);
-		u64 first, last;
-
-		if (!m)
-			return;
-		/* Inside one record and one block: the pages the host has. */
-		first = m->gfn + raw_below(c, m->nr_pages);
-		last = min(m->gfn + m->nr_pages, ALIGN_DOWN(first, c->bp) + c->bp);
-		wp_gfn = first;
-		wp_nr = 1 + raw_below(c, min_t(u64, last - first, KVM_PKVM_SPLIT_MAX_WP));
-		gfn = ALIGN_DOWN(first, c->bp);
-		nr = c->bp * (1 + raw_below(c, 2 * KVM_PKVM_SPLIT_MAX_BLOCKS));
-		nr = min(nr, c->ipa_pages - gfn);
-	} else {
-		raw_pick_range(c, &gfn, &nr);
-	}
+	raw_pick_range(c, &gfn, &nr);
 	cap = min_t(u64, nr, KVM_PKVM_SPLIT_MAX_BLOCKS * c->bp);
 
 	good = raw_below(c, RAW_MAX_GOOD + 1);
@@ -1303,8 +1247,7 @@ static void raw_split(struct raw_ctx *c, bool wp)
 	want -= min(want, c->sc.split_cache);
 	want = min_t(u64, want, n);
 
-	ret = split_wp_hvc(c->kvm->arch.pkvm.handle, gfn, nr, wp_gfn, wp_nr, &done,
-			   &nr_split, &wp_done);
+	ret = split_hvc(c->kvm->arch.pkvm.handle, gfn, nr, &done, &nr_split);
 	consumed = n - mc->nr_pages;
 
 	if (consumed < n && mc->head != ent[consumed])
@@ -1325,7 +1268,7 @@ static void raw_split(struct raw_ctx *c, bool wp)
 
 	/* The admission reached the page EL2 must refuse. */
 	if (want > good) {
-		if (ret == -ENOMEM && !nr_split && !done && !wp_done && consumed == good &&
+		if (ret == -ENOMEM && !nr_split && !done && consumed == good &&
 		    after->split_cache == c->sc.split_cache + good &&
 		    after->tables == c->sc.tables)
 			return;
@@ -1340,14 +1283,12 @@ static void raw_split(struct raw_ctx *c, bool wp)
 			 gfn, nr, n, ret, done, consumed, want);
 		return;
 	}
-	want_wp = !ret && wp_nr && wp_gfn + wp_nr <= gfn + done ? wp_nr : 0;
 	if (nr_split == expect_split && after->tables == c->sc.tables + nr_split &&
 	    after->split_cache <= c->sc.split_cache + want &&
-	    after->split_cache + nr_split >= c->sc.split_cache + want &&
-	    wp_done == want_wp)
+	    after->split_cache + nr_split >= c->sc.split_cache + want)
 		return;
-	raw_fail(c, "[0x%llx +0x%llx): split %llu of %llu, took %llu, wp %llu of %llu",
-		 gfn, done, nr_split, expect_split, want, wp_done, want_wp);
+	raw_fail(c, "[0x%llx +0x%llx): split %llu of %llu, took %llu",
+		 gfn, done, nr_split, expect_split, want);
 }
 
 /*
@@ -1403,8 +1344,8 @@ static void raw_bad_args(struct raw_ctx *c)
 {
 	struct kvm_hyp_memcache *mc = &c->kvm->arch.pkvm.split_mc;
 	pkvm_handle_t h = c->kvm->arch.pkvm.handle;
-	u64 bp = c->bp, top = c->ipa_pages, gfn, nr, wp_gfn = 0, wp_nr = 0;
-	u64 done = ~0ULL, nr_split = ~0ULL, wp_done = ~0ULL, restored = ~0ULL;
+	u64 bp = c->bp, top = c->ipa_pages, gfn, nr;
+	u64 done = ~0ULL, nr_split = ~0ULL, restored = ~0ULL;
 	u64 returned = ~0ULL, before = mc->nr_pages;
 	struct split_check *after = &c->after;
 	bool collapse = raw_below(c, 2);
@@ -1413,7 +1354,7 @@ static void raw_bad_args(struct raw_ctx *c)
 
 	gfn = raw_below(c, top / bp) * bp;
 	nr = bp;
-	which = raw_below(c, collapse ? 6 : 8);
+	which = raw_below(c, 6);
 	switch (which) {
 	case 0:
 		h = c->unused;
@@ -1435,45 +1376,26 @@ static void raw_bad_args(struct raw_ctx *c)
 		gfn = top + raw_below(c, 4) * bp;
 		want = -ERANGE;
 		break;
-	case 5:
+	default:
 		gfn = top - bp;
 		nr = raw_below(c, 2) ? 2 * bp : ALIGN_DOWN(U64_MAX, bp);
 		want = -ERANGE;
-		break;
-	case 6:
-		/* A write-protect range before or past the split range. */
-		if (gfn && raw_below(c, 2))
-			wp_gfn = gfn - 1 - raw_below(c, min(gfn, bp));
-		else
-			wp_gfn = gfn + nr + raw_below(c, bp);
-		wp_nr = 1;
-		want = -EINVAL;
-		break;
-	default:
-		/* ... or across a block boundary, or overflowing. */
-		if (gfn + 2 * bp > top)
-			gfn = 0;
-		nr = 2 * bp;
-		wp_gfn = gfn + bp - 1;
-		wp_nr = raw_below(c, 2) ? 2 : U64_MAX;
-		want = -EINVAL;
 		break;
 	}
 
 	if (collapse)
 		ret = collapse_hvc(mc, h, gfn, nr, &done, &restored, &returned);
 	else
-		ret = split_wp_hvc(h, gfn, nr, wp_gfn, wp_nr, &done, &nr_split, &wp_done);
+		ret = split_hvc(h, gfn, nr, &done, &nr_split);
 	if (!raw_check(c, after))
 		return;
-	if (ret == want && !done && (collapse ? !restored && !returned : !nr_split && !wp_done) &&
+	if (ret == want && !done && (collapse ? !restored && !returned : !nr_split) &&
 	    mc->nr_pages == before && after->tables == c->sc.tables &&
 	    after->split_cache == c->sc.split_cache)
 		return;
 	raw_fail(c, "%s case %d: ret %ld, expected %ld, done 0x%llx",
 		 collapse ? "restore" : "split", which, ret, want, done);
-	pr_err("pkvm_split_raw: handle %u, gfn 0x%llx, nr 0x%llx, write-protect 0x%llx + 0x%llx\n",
-	       h, gfn, nr, wp_gfn, wp_nr);
+	pr_err("pkvm_split_raw: handle %u, gfn 0x%llx, nr 0x%llx\n", h, gfn, nr);
 }
 
 static void raw_nsh(struct raw_ctx *c)
@@ -1557,7 +1479,7 @@ static void raw_host_op(struct raw_ctx *c)
 
 static int run_raw(struct kvm *kvm, u64 seed, u64 steps)
 {
-	static const u8 weight[RAW_NR_OPS] = { 6, 3, 3, 3, 1, 1, 2, 1, 1 };
+	static const u8 weight[RAW_NR_OPS] = { 6, 3, 3, 1, 1, 2, 1, 1 };
 	struct raw_ctx c = {
 		.kvm = kvm, .seed = seed,
 		.bp = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT,
@@ -1594,8 +1516,7 @@ static int run_raw(struct kvm *kvm, u64 seed, u64 steps)
 			w -= weight[c.op];
 		switch (c.op) {
 		case RAW_SPLIT:
-		case RAW_SPLIT_WP:
-			raw_split(&c, c.op == RAW_SPLIT_WP);
+			raw_split(&c);
 			break;
 		case RAW_COLLAPSE:
 			raw_collapse(&c);

@@ -39,27 +39,6 @@ int pkvm_check_block_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages)
 }
 
 /*
- * The frames to write-protect after a split: none, or at most a dirty
- * bitmap word's worth (KVM_PKVM_SPLIT_MAX_WP) inside the range to split
- * that do not cross a block boundary. @gfn + @nr_pages is known not to
- * overflow.
- */
-static int check_wrprotect_range(u64 gfn, u64 nr_pages, u64 wp_gfn, u64 wp_nr)
-{
-	u64 block_pages = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
-
-	if (!wp_nr)
-		return 0;
-
-	if (wp_nr > KVM_PKVM_SPLIT_MAX_WP || wp_gfn < gfn || wp_gfn - gfn >= nr_pages ||
-	    wp_nr > nr_pages - (wp_gfn - gfn) ||
-	    ALIGN_DOWN(wp_gfn, block_pages) != ALIGN_DOWN(wp_gfn + wp_nr - 1, block_pages))
-		return -EINVAL;
-
-	return 0;
-}
-
-/*
  * Split the block mappings of guest frames [gfn, gfn + nr_pages) of the
  * non-protected VM @vm (hyp-main.c resolved the host's handle). At most
  * KVM_PKVM_SPLIT_MAX_BLOCKS blocks' worth of IPA space is examined per call
@@ -69,15 +48,8 @@ static int check_wrprotect_range(u64 gfn, u64 nr_pages, u64 wp_gfn, u64 wp_nr)
  * there. What the call did beyond that (blocks split, pages admitted,
  * invalidations issued) is for the pkvm_host_split_range hyp event, not
  * for the host.
- *
- * With @wp_nr non-zero, the call then write-protects guest frames
- * [@wp_gfn, @wp_gfn + @wp_nr) for dirty logging, as
- * __pkvm_host_wrprotect_guest() does, if it split everything up to their
- * end: a KVM_CLEAR_DIRTY_LOG word whose block is not split yet costs one
- * hypercall. *wp_done says how many frames it write-protected (@wp_nr or 0).
  */
-int __pkvm_host_split_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages,
-			    u64 wp_gfn, u64 wp_nr, u64 *done, u64 *wp_done)
+int __pkvm_host_split_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages, u64 *done)
 {
 	u64 block_pages = kvm_granule_size(KVM_PGTABLE_LAST_LEVEL - 1) >> PAGE_SHIFT;
 	struct kvm_hyp_memcache *host_mc, admitted = {};
@@ -86,7 +58,6 @@ int __pkvm_host_split_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages,
 	int ret;
 
 	*done = 0;
-	*wp_done = 0;
 
 	if (pkvm_hyp_vm_is_protected(vm))
 		return -EPERM;
@@ -95,10 +66,6 @@ int __pkvm_host_split_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages,
 		return -EBUSY;
 
 	ret = pkvm_check_block_range(vm, gfn, nr_pages);
-	if (ret)
-		return ret;
-
-	ret = check_wrprotect_range(gfn, nr_pages, wp_gfn, wp_nr);
 	if (ret)
 		return ret;
 
@@ -130,15 +97,9 @@ int __pkvm_host_split_range(struct pkvm_hyp_vm *vm, u64 gfn, u64 nr_pages,
 					     &admitted, KVM_PKVM_SPLIT_MAX_BLOCKS,
 					     &next, &split, &tlbi);
 	*done = (next - ipa) >> PAGE_SHIFT;
-	if (ret || !wp_nr || wp_gfn - gfn + wp_nr > *done)
-		goto out;
-
-	ret = __pkvm_host_wrprotect_guest(wp_gfn, wp_nr, vm);
-	if (!ret)
-		*wp_done = wp_nr;
 out:
 	trace_pkvm_host_split_range(vm->kvm.arch.pkvm.handle, gfn, *done, split,
-				    nr_admitted, tlbi, *wp_done, ret);
+				    nr_admitted, tlbi, ret);
 	return ret;
 }
 

@@ -30,7 +30,6 @@ VARIANT=${BENCH_VARIANT:-nodebug}
 # dirty_log_perf_test guest mode 3: 48-bit PA/VA, 4K pages (the seed's setting)
 GUEST_MODE=${BENCH_GUEST_MODE:-3}
 PARAM=/sys/module/kvm/parameters/pkvm_fast_dirty
-SPLIT_WP=/sys/kernel/debug/kvm/pkvm_split_wrprotect
 COLLAPSE=/sys/kernel/debug/kvm/pkvm_collapse
 stamp=$(date -u +%Y-%m-%d-%H%M)
 out=${BENCH_OUT:-$TOP/bench/results/$stamp}
@@ -49,15 +48,16 @@ start=$(date +%s)
 
 # Cells: split:workload:vcpus:fast:wp:c. Split on with 2 MiB blocks is the
 # case the fast path is for; one split-off cell per mode keeps eager split's
-# own gain in view. fast=1 only means something under pKVM; so do wp=0
-# (pkvm_split_wrprotect=N in debugfs: a cleared word of a whole block takes a
-# write-protect and a split hypercall, not one call) and c=0
+# own gain in view. fast=1 only means something under pKVM; so does c=0
 # (pkvm_collapse=N: blocks collapsed on fault after logging off, not
-# restored in place at EL2), one cell each per pKVM mode to compare with
-# their twin.
+# restored in place at EL2), one cell per pKVM mode to compare with its
+# twin. The wp field stays 1 in every cell, so that results read as
+# before: v3's wp=0 cell (pkvm_split_wrprotect=N, write-protect then split
+# against v3's one-call clear) has no switch in v4, whose clear always
+# splits, then write-protects the word.
 cells() {
 	local mode=$1 fasts=0 v w f
-	case "$mode" in protected*) fasts="1 0"; echo "2M:w10:1:1:0:1"; echo "2M:w10:1:1:1:0" ;; esac
+	case "$mode" in protected*) fasts="1 0"; echo "2M:w10:1:1:1:0" ;; esac
 	for f in $fasts; do
 		for v in $VCPUS; do
 			for w in w10 w100; do
@@ -86,7 +86,7 @@ boot_list() {
 		[ "$split" = 2M ] && args+=" -k 2M"
 		# The test switches are debugfs files of pKVM test kernels only.
 		sw="$PARAM=$f"
-		case "$mode" in protected*) sw+=" $SPLIT_WP=$wp $COLLAPSE=$c" ;; esac
+		case "$mode" in protected*) sw+=" $COLLAPSE=$c" ;; esac
 		echo "all b_${split}_${work}_${v}_mp_f${f}_wp${wp}_c${c} 300 $sw $he./dirty_log_perf_test $args" >> "$list"
 	done
 }

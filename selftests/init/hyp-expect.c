@@ -98,7 +98,7 @@ static unsigned long wp_unpaired;
 
 static unsigned long split_blocks, el2_faults, el2_waited, lines;
 static bool totals;
-static unsigned long split_calls, split_admitted, split_tlbi, split_wp, wp_calls;
+static unsigned long split_calls, split_admitted, split_tlbi, wp_calls;
 static unsigned long collapse_calls, collapse_blocks, collapse_left, collapse_freed,
 		     collapse_tlbi;
 static unsigned long markers_seen;
@@ -185,7 +185,6 @@ static void account(const char *line)
 		split_calls++;
 		split_admitted += field(ev, "admitted");
 		split_tlbi += field(ev, "tlbi");
-		split_wp += !!field(ev, "wp");
 	} else if (!strncmp(ev, "pkvm_host_collapse_range ", 25)) {
 		collapse_calls++;
 		collapse_blocks += __builtin_popcountl(field(ev, "restored"));
@@ -452,8 +451,8 @@ int main(int argc, char **argv)
 		       wp_unpaired);
 	}
 	if (totals)
-		printf("hyp-expect: totals split_calls=%lu split_blocks=%lu split_admitted=%lu split_tlbi=%lu split_wp=%lu wp_calls=%lu collapse_calls=%lu collapse_blocks=%lu collapse_left=%lu collapse_freed=%lu collapse_tlbi=%lu\n",
-		       split_calls, split_blocks, split_admitted, split_tlbi, split_wp, wp_calls,
+		printf("hyp-expect: totals split_calls=%lu split_blocks=%lu split_admitted=%lu split_tlbi=%lu wp_calls=%lu collapse_calls=%lu collapse_blocks=%lu collapse_left=%lu collapse_freed=%lu collapse_tlbi=%lu\n",
+		       split_calls, split_blocks, split_admitted, split_tlbi, wp_calls,
 		       collapse_calls, collapse_blocks, collapse_left, collapse_freed,
 		       collapse_tlbi);
 	if (ret || markers_seen < markers) {

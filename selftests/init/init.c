@@ -289,11 +289,11 @@ static int vmstat_negative(char *why, size_t len)
  */
 static const char *const switches[] = {
 	"/sys/module/kvm/parameters/pkvm_fast_dirty",
-	"/sys/kernel/debug/kvm/pkvm_split_wrprotect",
 	"/sys/kernel/debug/kvm/pkvm_collapse",
 	"/sys/kernel/debug/kvm/pkvm_dirty_buf_entries",
 };
-static char switch_boot[4][32];
+#define NR_SWITCHES (sizeof(switches) / sizeof(switches[0]))
+static char switch_boot[NR_SWITCHES][32];
 
 static int read_switch(const char *path, char *buf, size_t len)
 {
@@ -312,7 +312,7 @@ static int read_switch(const char *path, char *buf, size_t len)
 
 static void save_switches(void)
 {
-	for (int i = 0; i < 4; i++)
+	for (size_t i = 0; i < NR_SWITCHES; i++)
 		if (read_switch(switches[i], switch_boot[i], sizeof(switch_boot[i])))
 			switch_boot[i][0] = '\0';
 }
@@ -322,7 +322,7 @@ static void restore_switches(const char *after)
 	char now[32];
 	int fd;
 
-	for (int i = 0; i < 4; i++) {
+	for (size_t i = 0; i < NR_SWITCHES; i++) {
 		if (!switch_boot[i][0] || read_switch(switches[i], now, sizeof(now)) ||
 		    !strcmp(now, switch_boot[i]))
 			continue;

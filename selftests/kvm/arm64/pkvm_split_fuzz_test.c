@@ -392,7 +392,6 @@ static void fz_step(int op)
 		if (!pkvm)
 			break;
 		write_file(FAST_DIRTY_PARAM, fz_below(2) ? "1" : "0");
-		split_wp = set_param(SPLIT_WP_PARAM, fz_below(2));
 		collapse = set_param(COLLAPSE_PARAM, fz_below(2));
 		break;
 	case FZ_TOPUP:
@@ -453,7 +452,6 @@ static void test_random_sequence(u64 seed, u64 steps)
 	check_no_leak(fz.secpt, "the random sequence");
 	if (pkvm) {
 		restore_fast_dirty();
-		split_wp = set_param(SPLIT_WP_PARAM, true);
 		collapse = set_param(COLLAPSE_PARAM, true);
 	}
 	fz.done = true;

@@ -150,7 +150,7 @@ static void test_split_on_clear(void)
 	half = t.nr_blocks / 2;
 	b = half * t.pages_per_block;	/* first page of the first block not cleared */
 	pr_info("clear-time split: %lu blocks of %lu KiB, %s\n", t.nr_blocks, block_size >> 10,
-		split_wp ? "split + write-protect in one call" : "write-protect, then split");
+		pkvm ? "split, then write-protect" : "write-protect, then split");
 
 	guest_write(&t, .seed = 1);
 	read_split_stats(&t, &s0);
@@ -185,12 +185,11 @@ static void test_split_on_clear(void)
 		TEST_ASSERT(s2.hcalls == s1.hcalls && s2.wrprotect - s1.wrprotect == 1,
 			    "second word of a split block took %lu split + %lu wrprotect hypercalls",
 			    s2.hcalls - s1.hcalls, s2.wrprotect - s1.wrprotect);
-		/* The window is one call's worth: one split, with the write-protect. */
+		/* The window is one call's worth: one split, then the write-protect. */
 		TEST_ASSERT(s1.hcalls - s0.hcalls == !!blocks &&
-			    s1.wrprotect - s0.wrprotect == !(split_wp && blocks),
-			    "first word: %lu split + %lu wrprotect hypercalls, expected %d + %d",
-			    s1.hcalls - s0.hcalls, s1.wrprotect - s0.wrprotect, !!blocks,
-			    !(split_wp && blocks));
+			    s1.wrprotect - s0.wrprotect == 1,
+			    "first word: %lu split + %lu wrprotect hypercalls, expected %d + 1",
+			    s1.hcalls - s0.hcalls, s1.wrprotect - s0.wrprotect, !!blocks);
 	}
 	check_memory(&t, "after word clears");
 
@@ -442,13 +441,6 @@ int main(int argc, char *argv[])
 	if (want("clear")) {
 		test_split_on_clear();
 		check_no_leak(secpt, "clear-time split");
-		if (split_wp && !access(SPLIT_WP_PARAM, W_OK)) {
-			/* The two-step path (write-protect, then split) still works. */
-			split_wp = set_param(SPLIT_WP_PARAM, false);
-			test_split_on_clear();
-			split_wp = set_param(SPLIT_WP_PARAM, true);
-			check_no_leak(secpt, "clear-time split, two-step");
-		}
 	}
 	if (want("shared")) {
 		test_split_shared_with_other_vm();

@@ -38,7 +38,6 @@
 
 #define FAST_DIRTY_PARAM	"/sys/module/kvm/parameters/pkvm_fast_dirty"
 #define DIRTY_BUF_PARAM		"/sys/kernel/debug/kvm/pkvm_dirty_buf_entries"
-#define SPLIT_WP_PARAM		"/sys/kernel/debug/kvm/pkvm_split_wrprotect"
 #define COLLAPSE_PARAM		"/sys/kernel/debug/kvm/pkvm_collapse"
 #define FAIL_PAGE_ALLOC		"/sys/kernel/debug/fail_page_alloc/"
 #define FAIL_TIMES		1000000
@@ -85,11 +84,6 @@ extern bool pkvm;
 extern u64 block_size;
 /* pKVM resolves dirty-logging write faults at EL2 for the VMs created now. */
 extern bool fast_dirty;
-/*
- * pKVM splits the window around a cleared word of a whole block and
- * write-protects the word in one hypercall (debugfs kvm/pkvm_split_wrprotect).
- */
-extern bool split_wp;
 /*
  * pKVM restores in place the blocks EL2 split when logging stops
  * (debugfs kvm/pkvm_collapse); otherwise each is collapsed on the next fault.

@@ -64,12 +64,6 @@ u64 block_size;
 bool fast_dirty;
 
 /*
- * pKVM splits the window around a cleared word of a whole block and
- * write-protects the word in one hypercall (debugfs kvm/pkvm_split_wrprotect).
- */
-bool split_wp;
-
-/*
  * pKVM restores in place the blocks EL2 split when logging stops
  * (debugfs kvm/pkvm_collapse); otherwise each is collapsed on the next fault.
  */
@@ -608,9 +602,9 @@ u64 count_ro_pages(u64 first, u64 last, u64 stride, u64 offset)
  * protection comes first and covers a whole block while it is not split
  * (a block is one mapping), then the blocks are split: those the range
  * overlaps, or on pKVM the window of SPLIT_BATCH blocks around it, counted
- * from the memslot's first block (within the slot). With split_wp, pKVM splits first, in the same
- * hypercall, and write-protects only the cleared pages. Returns the blocks
- * newly split.
+ * from the memslot's first block (within the slot). pKVM splits first,
+ * and write-protects only the cleared pages. Returns the blocks newly
+ * split.
  */
 u64 model_clear(struct test_vm *t, u64 first, u64 nr)
 {
@@ -619,7 +613,7 @@ u64 model_clear(struct test_vm *t, u64 first, u64 nr)
 	b0 = first / t->pages_per_block;
 	b1 = (first + nr - 1) / t->pages_per_block;
 	for (b = b0; b <= b1; b++) {
-		bool whole = !blk_split[b] && !split_wp;
+		bool whole = !blk_split[b] && !pkvm;
 		u64 s = whole ? b * t->pages_per_block : max(first, b * t->pages_per_block);
 		u64 e = whole ? (b + 1) * t->pages_per_block :
 				min(first + nr, (b + 1) * t->pages_per_block);
@@ -1080,7 +1074,6 @@ void pkvm_split_setup(void)
 	pkvm = host_is_pkvm();
 	fast_dirty = pkvm && fast_dirty_enabled();
 	/* Test kernels' switches (CONFIG_PKVM_SPLIT_ABI_TEST), on without them. */
-	split_wp = pkvm && param_or(SPLIT_WP_PARAM, true);
 	collapse = pkvm && param_or(COLLAPSE_PARAM, true);
 	if (pkvm)
 		hyp_events_start();
