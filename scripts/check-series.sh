@@ -54,7 +54,9 @@ found=$(cd "$pdir/postings" && perl "$TREE/scripts/checkpatch.pl" --strict --no-
 allowed=$(grep -v '^#' "$TOP/scripts/checkpatch.allow" | cut -d'|' -f1 | sed 's/ *$//' | grep . || true)
 bad=$(echo "$found" | grep . | while read -r l; do
 	key=$(echo "$l" | sed -E 's/^[0-9]{4}-([^:]*):[0-9]+: (.*)$/\1: \2/')
-	echo "$allowed" | grep -qxF "$key" || echo "$l"
+	# A here-string, not a pipe: with pipefail, grep -q quitting on a match
+	# early in a long list would fail the writer with SIGPIPE.
+	grep -qxF "$key" <<<"$allowed" || echo "$l"
 done)
 [ -z "$bad" ] || { echo "$bad"; die "checkpatch --strict reports the lines above"; }
 echo "check-series: git am of the $(ls -d "$pdir"/postings/*/ | wc -l) postings in order reproduces the tree below the ${kit:-0}-patch test kit, no test-kit code in them; checkpatch clean ($(echo "$found" | grep -c . ) allowed)"
