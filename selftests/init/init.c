@@ -292,8 +292,10 @@ static const char *const switches[] = {
 	"/sys/kernel/debug/kvm/pkvm_collapse",
 	"/sys/kernel/debug/kvm/pkvm_dirty_buf_entries",
 };
-#define NR_SWITCHES (sizeof(switches) / sizeof(switches[0]))
-static char switch_boot[NR_SWITCHES][32];
+#ifndef ARRAY_SIZE
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#endif
+static char switch_boot[ARRAY_SIZE(switches)][32];
 
 static int read_switch(const char *path, char *buf, size_t len)
 {
@@ -312,7 +314,7 @@ static int read_switch(const char *path, char *buf, size_t len)
 
 static void save_switches(void)
 {
-	for (size_t i = 0; i < NR_SWITCHES; i++)
+	for (size_t i = 0; i < ARRAY_SIZE(switches); i++)
 		if (read_switch(switches[i], switch_boot[i], sizeof(switch_boot[i])))
 			switch_boot[i][0] = '\0';
 }
@@ -322,7 +324,7 @@ static void restore_switches(const char *after)
 	char now[32];
 	int fd;
 
-	for (size_t i = 0; i < NR_SWITCHES; i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(switches); i++) {
 		if (!switch_boot[i][0] || read_switch(switches[i], now, sizeof(now)) ||
 		    !strcmp(now, switch_boot[i]))
 			continue;
