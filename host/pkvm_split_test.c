@@ -4,7 +4,7 @@
  *
  * Reading /sys/kernel/debug/kvm/<pid>-<fd>/pkvm_split_abi, for a
  * non-protected VM whose hyp VM exists and which has at least two adjacent
- * unsplit block mappings, issues __pkvm_host_split_range and
+ * unsplit block mappings, issues __pkvm_host_split_guest and
  * __pkvm_tlb_flush_vmid_ipa_nsh with a table of bad arguments and bad
  * memcaches, as a compromised host could, and reports one KTAP line per
  * case: the result must be the documented error, and the following
@@ -98,7 +98,7 @@ static long split_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages,
 {
 	u64 blocks = blocks_mapped(handle, gfn, nr_pages);
 	struct arm_smccc_1_2_regs res, args = {
-		.a0	= KVM_HOST_SMCCC_FUNC(__pkvm_host_split_range),
+		.a0	= KVM_HOST_SMCCC_FUNC(__pkvm_host_split_guest),
 		.a1	= handle,
 		.a2	= gfn,
 		.a3	= nr_pages,
@@ -970,7 +970,7 @@ DEFINE_SHOW_ATTRIBUTE(pkvm_split_check);
 /*
  * Raw hostile calls at random. Writing "SEED STEPS" to pkvm_split_raw
  * makes STEPS calls (at most RAW_MAX_STEPS), drawn from SEED, of what a
- * compromised host could ask EL2 for this VM: __pkvm_host_split_range
+ * compromised host could ask EL2 for this VM: __pkvm_host_split_guest
  * (with and without a range to write-protect) on random ranges, with split
  * caches of random length that end, or not, in a page EL2 must refuse
  * (owned by EL2, shared with EL2, shared with this guest, donated to a
@@ -1242,7 +1242,7 @@ static void raw_split(struct raw_ctx *c)
 	mc->head = n ? ent[0] : 0;
 	mc->nr_pages = n;
 
-	/* What EL2 admits: see __pkvm_host_split_range(). */
+	/* What EL2 admits: see __pkvm_host_split_guest(). */
 	want = cap / c->bp;
 	want -= min(want, c->sc.split_cache);
 	want = min_t(u64, want, n);

@@ -15,7 +15,7 @@
  * across CPUs (the reader sees a CPU's buffer as of its last poll), so
  * only a marker per CPU makes sure every event emitted before is counted.
  * Then:
- *   split_blocks  blocks EL2 split (pkvm_host_split_range's blocks);
+ *   split_blocks  blocks EL2 split (pkvm_host_split_guest's blocks);
  *   el2_faults    write faults EL2 resolved itself (pkvm_dirty_fault, ret 0)
  * must each be at least N. Exit status: COMMAND's if it failed, 1 if an
  * expectation was missed or the events could not be read (lost events
@@ -76,7 +76,7 @@
 #define CLOCK_JUMP_US	100000ULL
 
 static const char *const events[] = {
-	"pkvm_host_split_range", "pkvm_dirty_fault", "selftest",
+	"pkvm_host_split_guest", "pkvm_dirty_fault", "selftest",
 };
 static const char *const wp_events[] = {
 	"hyp_enter", "pkvm_host_wrprotect_guest",
@@ -180,7 +180,7 @@ static void account(const char *line)
 		return;
 	}
 	ev += 2;
-	if (!strncmp(ev, "pkvm_host_split_range ", 22)) {
+	if (!strncmp(ev, "pkvm_host_split_guest ", 22)) {
 		split_blocks += field(ev, "blocks");
 		split_calls++;
 		split_admitted += field(ev, "admitted");

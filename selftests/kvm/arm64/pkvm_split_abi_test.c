@@ -3,7 +3,7 @@
  * pkvm_split_abi_test - the pKVM split hypercalls against a hostile host.
  *
  * pKVM only (CONFIG_PKVM_SPLIT_ABI_TEST): the kernel's table of bad
- * arguments and bad memcaches for __pkvm_host_split_range, the restore and
+ * arguments and bad memcaches for __pkvm_host_split_guest, the restore and
  * the nsh flush, read from debugfs once per VM (every case its documented
  * error, the guest's stage-2 unchanged after each); the same calls refused
  * for a VM being torn down and for a protected VM.

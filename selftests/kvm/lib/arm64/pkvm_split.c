@@ -82,7 +82,7 @@ struct hyp_counts hyp;
 
 #define HYP_TRACE	"/sys/kernel/tracing/remotes/hypervisor"
 static const char * const hyp_events[] = {
-	"pkvm_host_split_range", "pkvm_host_collapse_range",
+	"pkvm_host_split_guest", "pkvm_host_collapse_range",
 	"pkvm_host_wrprotect_guest", "pkvm_dirty_fault", "selftest",
 };
 
@@ -118,7 +118,7 @@ static u64 hyp_account(const char *line)
 	ev += 2;
 	if (!strncmp(ev, "selftest ", 9))
 		return hyp_field(ev, "id");
-	if (!strncmp(ev, "pkvm_host_split_range ", 22)) {
+	if (!strncmp(ev, "pkvm_host_split_guest ", 22)) {
 		hyp.split_calls++;
 		hyp.split_blocks += hyp_field(ev, "blocks");
 		hyp.split_admitted += hyp_field(ev, "admitted");
