@@ -8,7 +8,7 @@ export BUILD
 S := $(CURDIR)/scripts
 
 .PHONY: all deps tree kernel selftests initramfs run test check patches \
-	bench bench-counts bench-lockfree bench-migrate matrix bisect fuzz repro clean distclean
+	bench bench-counts bench-lockfree bench-migrate matrix bisect fuzz repro readme clean distclean
 
 all: initramfs
 
@@ -39,6 +39,10 @@ test: initramfs
 patches: tree
 	@$(S)/export-patches.sh
 
+# The README's headline figures, from the newest make bench report.
+readme:
+	@/usr/bin/python3 $(S)/readme-headline.py --readme README.md
+
 clean:
 	rm -rf $(BUILD)/obj $(BUILD)/selftests $(BUILD)/initramfs* $(BUILD)/logs
 
@@ -60,7 +64,7 @@ bench: initramfs
 bench-counts: initramfs
 	@$(S)/build-kernel.sh nodebug
 	@$(S)/bench-counts.sh
-	@/usr/bin/python3 $(S)/counts-report.py $$(ls -d bench/counts/*/ | tail -1) --readme README.md
+	@/usr/bin/python3 $(S)/counts-report.py $$(ls -d bench/counts/*/ | tail -1) --readme docs/details.md
 
 # The EL2 fault path without the VM's lock (issue #26) against the locked
 # one it replaced, same tree, nodebug kernels: EL2 instructions per dirtied
@@ -68,7 +72,7 @@ bench-counts: initramfs
 # in scripts/bench-lockfree.sh.
 bench-lockfree: initramfs
 	@$(S)/bench-lockfree.sh
-	@/usr/bin/python3 $(S)/lockfree-report.py $$(ls -d bench/lockfree/*/ | tail -1) --readme README.md
+	@/usr/bin/python3 $(S)/lockfree-report.py $$(ls -d bench/lockfree/*/ | tail -1) --readme docs/details.md
 
 # Dirty logging shaped like a live migration: the guest keeps writing while
 # the log is collected and cleared in rounds, then the blackout; bitmap and
@@ -76,7 +80,7 @@ bench-lockfree: initramfs
 # MIGRATE_* variables in scripts/bench-migrate.sh.
 bench-migrate: initramfs
 	@$(S)/bench-migrate.sh
-	@/usr/bin/python3 $(S)/migrate-report.py $$(ls -d bench/migrate/*/ | tail -1) --readme README.md
+	@/usr/bin/python3 $(S)/migrate-report.py $$(ls -d bench/migrate/*/ | tail -1) --readme docs/details.md
 
 # 4K/16K/64K pages x NVHE_EL2_DEBUG on/off builds, 16K and 64K pKVM boots (long).
 matrix: tree selftests

@@ -82,6 +82,6 @@ failed=$((planned - passed))
 echo "fuzz: $passed sequences of $steps steps passed, $failed failed ($planned seeds); see $summary" |
 	tee -a "$summary"
 # The README's record of the longest run comes from the committed summaries.
-python3 "$TOP/scripts/fuzz-report.py" "$TOP/bench/fuzz" --readme "$TOP/README.md" >/dev/null ||
+python3 "$TOP/scripts/fuzz-report.py" "$TOP/bench/fuzz" --readme "$TOP/docs/details.md" >/dev/null ||
 	echo "fuzz: README not updated (scripts/fuzz-report.py failed)" >&2
 exit $rc
