@@ -10,7 +10,9 @@
 # boot that cannot start (unknown mode, no QEMU, no Image, no initramfs, no
 # such list) is "FAIL <mode> boot <why>", with every planned test not run.
 # A skip is a failure unless selftests/expected-skips.list (SKIPS= for
-# another file) gives the mode, the test and the reason.
+# another file) gives the mode, the test and the reason; so is a test that
+# passed but printed a SKIP line (it skipped a part of itself), unless the
+# list gives "<test>/part".
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 QEMU=${QEMU:-qemu-system-aarch64}
@@ -144,7 +146,20 @@ while read -r line; do
 		continue
 	fi
 	case "$verdict" in
-	PASS) result PASS "$mode" "$name" ;;
+	PASS)
+		# A test that passed may still have skipped a part of itself
+		# (a kselftest "SKIP" line, a KTAP subtest "# SKIP"): that is
+		# a failure too, unless the list expects "<test>/part".
+		part=$(awk -v s="# start $name" '$0 == s { on = 1; next }
+			on && /^(not )?ok [0-9]+ / { exit } on && /SKIP/ { print; exit }' \
+			<(tr -d '\r' < "$log"))
+		if [ -z "$part" ]; then
+			result PASS "$mode" "$name"
+		elif why=$(expected_skip "$name/part"); then
+			result PASS "$mode" "$name" "skipped a part, expected: $why"
+		else
+			result FAIL "$mode" "$name" "passed but skipped a part, and $skips does not expect it: ${part#\# } (log: $log)"
+		fi ;;
 	FAIL) result FAIL "$mode" "$name" "${n#* # } (log: $log)"
 		# What the test said last (its assertion), so that a CI
 		# record without the serial log still shows why.

@@ -6,8 +6,11 @@
 #     planned test "not run";
 #   - a list line with a typo'd mode or no timeout: mk-initramfs refuses it;
 #   - one boot of misbehaving tests (selftests/harness.list): a failing
-#     test (and the last lines it printed, under its FAIL), an unexpected skip, an expected skip (selftests/expected-skips.list),
-#     a test past its timeout, a hung-task report in the kernel log;
+#     test (and the last lines it printed, under its FAIL), an unexpected
+#     skip, an expected skip (selftests/expected-skips.list), a passing
+#     test that skipped a part of itself (unexpected, expected), a test past
+#     its timeout, a hung-task report in the kernel log, and hyp-expect
+#     with EL2 short of el2_dirtied or given a bad size;
 #   - a boot killed at its time limit, and a kernel whose init dies at
 #     once (panic): FAIL boot, and the planned tests not run;
 #   - the serial-log pattern against a sample of each report it must catch
@@ -56,7 +59,7 @@ G=hang-$mode
 INITRD=$work/harness.cpio run "$work/no-image" "$TOP/scripts/boot.sh" "$mode" no-such-variant "$H"
 expect "no kernel image" nonzero "$work/no-image" "^FAIL $mode boot no kernel image" \
 	"^FAIL $mode probe_pass not run" "^FAIL $mode probe_hung_task not run"
-[ "$(grep -c '^FAIL' "$work/no-image")" = 7 ] || { echo "check-harness: no image: not 7 FAIL lines"; bad=1; }
+[ "$(grep -c '^FAIL' "$work/no-image")" = 11 ] || { echo "check-harness: no image: not 11 FAIL lines"; bad=1; }
 INITRD=$work/no-such.cpio run "$work/no-initrd" "$TOP/scripts/boot.sh" "$mode" default "$H"
 expect "no initramfs" nonzero "$work/no-initrd" "^FAIL $mode boot no initramfs"
 INITRD=$work/harness.cpio run "$work/bad-mode" "$TOP/scripts/boot.sh" protectd default "$H"
@@ -80,6 +83,11 @@ expect "misbehaving tests" nonzero "$work/probes" \
 	"^    \| # probe: the reason this test failed\$" \
 	"^FAIL $mode probe_skip skipped, and .* does not expect it" \
 	"^SKIP $mode probe_skip_expected expected: " \
+	"^FAIL $mode probe_part_skip passed but skipped a part, and .* does not expect it: SKIP a part" \
+	"^PASS $mode probe_part_skip_expected skipped a part, expected: " \
+	"^FAIL $mode probe_el2_short exit status 1" \
+	"^    \| # hyp-expect: expected the faults resolved at EL2 to cover at least 1024 MiB" \
+	"^FAIL $mode probe_el2_badarg exit status 1" \
 	"^FAIL $mode probe_timeout timeout after 5s" "^PASS $mode probe_hung_task\$" \
 	"^FAIL $mode serial-log forbidden lines" "INFO: task probe:77 blocked for more than"
 grep -q "^FAIL $mode test-run" "$work/probes" && { echo "check-harness: misbehaving tests: the list did not run to its end"; bad=1; }

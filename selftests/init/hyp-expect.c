@@ -2,7 +2,8 @@
 /*
  * hyp-expect - run a test and require that pKVM's EL2 did the work.
  *
- *   hyp-expect [split_blocks=N] [el2_faults=N] [wp_overlap=N] [totals] -- COMMAND [ARG...]
+ *   hyp-expect [split_blocks=N] [el2_faults=N] [el2_dirtied=SIZE] [wp_overlap=N] [totals]
+ *              -- COMMAND [ARG...]
  *
  * A test such as dirty_log_test checks the dirty log, not where the work
  * was done: it passes as well if no block was ever split or every fault
@@ -17,7 +18,11 @@
  * Then:
  *   split_blocks  blocks EL2 split (pkvm_host_split_guest's blocks);
  *   el2_faults    write faults EL2 resolved itself (pkvm_dirty_fault, ret 0)
- * must each be at least N. Exit status: COMMAND's if it failed, 1 if an
+ * must each be at least N, and
+ *   el2_dirtied   those faults times the page size (one fault per page
+ *                 dirtied), at least SIZE bytes (K, M, G suffixes): what a
+ *                 test writes is a size, whatever the page size, so a
+ *                 fraction of it says "most faults were resolved at EL2". Exit status: COMMAND's if it failed, 1 if an
  * expectation was missed or the events could not be read (lost events
  * included), else 0. It prints what it counted, and how many of the faults
  * resolved at EL2 waited: their update of the entry lost a race and was
@@ -383,9 +388,34 @@ static int markers_write(unsigned long *nr)
 	return 0;
 }
 
+/* "58M": bytes, with an optional K, M or G; 0 if not a non-zero size. */
+static unsigned long long size_arg(const char *arg)
+{
+	unsigned long long n;
+	char *end;
+
+	errno = 0;
+	n = strtoull(arg, &end, 0);
+	if (errno || end == arg)
+		return 0;
+	switch (*end) {
+	case 'G':
+		n <<= 10;
+		/* fall through */
+	case 'M':
+		n <<= 10;
+		/* fall through */
+	case 'K':
+		n <<= 10;
+		end++;
+	}
+	return *end ? 0 : n;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned long want_split = 0, want_el2 = 0, want_wp = 0;
+	unsigned long long want_bytes = 0, page = sysconf(_SC_PAGESIZE);
 	unsigned long wp_pairs = 0, wp_in = 0;
 	double wp_even = 0;
 	struct timespec deadline;
@@ -399,6 +429,9 @@ int main(int argc, char **argv)
 			want_split = strtoul(argv[i] + 13, NULL, 0);
 		else if (!strncmp(argv[i], "el2_faults=", 11))
 			want_el2 = strtoul(argv[i] + 11, NULL, 0);
+		else if (!strncmp(argv[i], "el2_dirtied=", 12) &&
+			 (want_bytes = size_arg(argv[i] + 12)) != 0)
+			continue;
 		else if (!strncmp(argv[i], "wp_overlap=", 11))
 			want_wp = strtoul(argv[i] + 11, NULL, 0), wp_overlap = true;
 		else if (!strcmp(argv[i], "totals"))
@@ -407,7 +440,7 @@ int main(int argc, char **argv)
 			break;
 	}
 	if (i >= argc - 1 || strcmp(argv[i], "--")) {
-		fprintf(stderr, "usage: %s [split_blocks=N] [el2_faults=N] [wp_overlap=N] [totals] -- COMMAND [ARG...]\n",
+		fprintf(stderr, "usage: %s [split_blocks=N] [el2_faults=N] [el2_dirtied=SIZE[K|M|G]] [wp_overlap=N] [totals] -- COMMAND [ARG...]\n",
 			argv[0]);
 		return 1;
 	}
@@ -464,6 +497,10 @@ int main(int argc, char **argv)
 	} else if (split_blocks < want_split || el2_faults < want_el2) {
 		printf("hyp-expect: expected at least %lu blocks split and %lu faults resolved at EL2\n",
 		       want_split, want_el2);
+		ret = 1;
+	} else if (el2_faults * page < want_bytes) {
+		printf("hyp-expect: expected the faults resolved at EL2 to cover at least %llu MiB (%llu pages of %llu bytes), they cover %llu MiB\n",
+		       want_bytes >> 20, want_bytes / page, page, (el2_faults * page) >> 20);
 		ret = 1;
 	} else if (wp_overlap && (wp_in < want_wp || !wp_pairs)) {
 		printf("hyp-expect: expected at least %lu faults during a write-protect call, of at least one call\n",

@@ -44,6 +44,7 @@ struct params {
 	int rounds;
 	int round_ms;
 	int rate_ms;
+	u32 ring_entries;	/* -R: this many, and the ring must fill */
 };
 
 /* Shared with the guest. */
@@ -85,6 +86,7 @@ static u32 ring_entries, ring_fetch[KVM_MAX_VCPUS];
 static bool host_quit;
 static int nr_stopped;
 static int nr_ring_full;
+static u64 ring_full_exits;
 static u64 collections;
 
 static void *vcpu_thread(void *arg)
@@ -98,6 +100,7 @@ static void *vcpu_thread(void *arg)
 		if (vcpu->run->exit_reason == KVM_EXIT_DIRTY_RING_FULL) {
 			/* A VMM's vCPU waits for its ring to be harvested. */
 			__atomic_add_fetch(&nr_ring_full, 1, __ATOMIC_SEQ_CST);
+			__atomic_add_fetch(&ring_full_exits, 1, __ATOMIC_SEQ_CST);
 			while (READ_ONCE(collections) == seen && !READ_ONCE(host_quit))
 				usleep(50);
 			__atomic_sub_fetch(&nr_ring_full, 1, __ATOMIC_SEQ_CST);
@@ -265,9 +268,14 @@ static void create_vm(void)
 	TEST_ASSERT(vm->page_size == guest_page_size, "guest and host page sizes differ");
 	if (p.log == LOG_RING) {
 		TEST_REQUIRE(kvm_has_cap(KVM_CAP_DIRTY_LOG_RING_ACQ_REL));
-		/* Room for two passes of a vCPU's pages, within KVM's limit. */
+		/*
+		 * Room for two passes of a vCPU's pages, within KVM's limit,
+		 * unless -R says otherwise.
+		 */
 		ring_pages = 2 * guest_pages_per_vcpu;
 		ring_entries = 1u << min(16, 64 - __builtin_clzll(ring_pages - 1));
+		if (p.ring_entries)
+			ring_entries = p.ring_entries;
 		vm_enable_dirty_ring(vm, ring_entries * sizeof(struct kvm_dirty_gfn));
 	} else {
 		TEST_REQUIRE(kvm_has_cap(KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2));
@@ -385,14 +393,16 @@ static void run(void)
 static void help(const char *name, int status)
 {
 	printf("usage: %s [-v vcpus] [-b bytes per vCPU] [-s mem type] [-M bitmap|ring]\n"
-	       "          [-r rounds] [-t ms] [-w ms]\n"
+	       "          [-r rounds] [-t ms] [-w ms] [-R entries]\n"
 	       " -v: vCPUs (default 1)\n"
 	       " -b: memory each vCPU writes, e.g. 32M (default 32M)\n"
 	       " -M: bitmap (KVM_GET_DIRTY_LOG + KVM_CLEAR_DIRTY_LOG, manual\n"
 	       "     protection, initially set) or ring (dirty rings); default bitmap\n"
 	       " -r: rounds after the full copy, before the blackout (default 4)\n"
 	       " -t: shortest round, in ms (default 50)\n"
-	       " -w: how long the guest's write rate is measured, in ms (default 200)\n",
+	       " -w: how long the guest's write rate is measured, in ms (default 200)\n"
+	       " -R: entries of each dirty ring, a power of 2 (with -M ring; default:\n"
+	       "     two passes' worth); the rings must then fill at least once\n",
 	       name);
 	backing_src_help("-s");
 	exit(status);
@@ -418,7 +428,7 @@ int main(int argc, char *argv[])
 		.nr_vcpus = 1, .vcpu_bytes = 32 << 20, .src = VM_MEM_SRC_ANONYMOUS,
 		.log = LOG_BITMAP, .rounds = 4, .round_ms = 50, .rate_ms = 200,
 	};
-	while ((opt = getopt(argc, argv, "hv:b:s:M:r:t:w:")) != -1) {
+	while ((opt = getopt(argc, argv, "hv:b:s:M:r:t:w:R:")) != -1) {
 		switch (opt) {
 		case 'v':
 			p.nr_vcpus = arg("-v", optarg, 1, KVM_MAX_VCPUS);
@@ -448,6 +458,13 @@ int main(int argc, char *argv[])
 		case 'w':
 			p.rate_ms = arg("-w", optarg, 1, 60000);
 			break;
+		case 'R':
+			p.ring_entries = arg("-R", optarg, 1, 1 << 16);
+			if (p.ring_entries & (p.ring_entries - 1)) {
+				fprintf(stderr, "-R: %u is not a power of 2\n", p.ring_entries);
+				exit(KSFT_FAIL);
+			}
+			break;
 		case 'h':
 			help(argv[0], 0);
 			break;
@@ -462,8 +479,17 @@ int main(int argc, char *argv[])
 	pr_info("%s log, %d vCPUs, %lu MiB each, %s\n",
 		p.log == LOG_RING ? "ring" : "bitmap", p.nr_vcpus,
 		p.vcpu_bytes >> 20, vm_mem_backing_src_alias(p.src)->name);
+	if (p.ring_entries && p.log != LOG_RING) {
+		fprintf(stderr, "-R needs -M ring\n");
+		exit(KSFT_FAIL);
+	}
 	create_vm();
 	run();
+	if (p.log == LOG_RING)
+		pr_info("Dirty rings of %u entries, full %lu times\n", ring_entries,
+			ring_full_exits);
+	TEST_ASSERT(!p.ring_entries || ring_full_exits,
+		    "-R %u: the rings never filled", p.ring_entries);
 	kvm_vm_free(vm);
 	return 0;
 }
