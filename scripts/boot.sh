@@ -9,6 +9,10 @@
 # to the boot: a test without a result is "FAIL <mode> <test> not run". A
 # boot that cannot start (unknown mode, no QEMU, no Image, no initramfs, no
 # such list) is "FAIL <mode> boot <why>", with every planned test not run.
+# QEMU is killed at the list's timeouts summed (BOOT_TIMEOUT), or sooner
+# once the serial log has been silent for the longest test timeout plus
+# 180 s (BOOT_SILENCE): init ends a test at its timeout, so that is a hung
+# kernel.
 # A skip is a failure unless selftests/expected-skips.list (SKIPS= for
 # another file) gives the mode, the test and the reason; so is a test that
 # passed but printed a SKIP line (it skipped a part of itself), unless the
@@ -88,6 +92,12 @@ esac
 tl=$(cpio -i --quiet --to-stdout "tests/$list.list" < "$initrd" 2>/dev/null |
 	awk '$1 !~ /^#/ && NF { s += $2 } END { print s + 0 }')
 limit=${BOOT_TIMEOUT:-$((tl + 120))}
+# A hung kernel is caught long before that: init ends each test at its own
+# timeout and says so, so a serial line is due at least once per longest
+# test timeout. Silence beyond it (and boot slack) kills QEMU.
+tmax=$(cpio -i --quiet --to-stdout "tests/$list.list" < "$initrd" 2>/dev/null |
+	awk '$1 !~ /^#/ && NF && $2 > m { m = $2 } END { print m + 0 }')
+silence=${BOOT_SILENCE:-$((tmax + 180))}
 
 start=$(date +%s)
 timeout --foreground -k 10 "$limit" "$QEMU" \
@@ -95,13 +105,35 @@ timeout --foreground -k 10 "$limit" "$QEMU" \
 	-smp "${SMP:-2}" -m "${MEM:-2G}" -nographic -no-reboot -nic none \
 	-kernel "$image" -initrd "$initrd" ${QEMU_EXTRA:-} \
 	-append "console=ttyAMA0 panic=-1 $hp $args pkvm.tests=$list ${EXTRA_CMDLINE:-}" \
-	> "$log" 2>&1 < /dev/null
+	> "$log" 2>&1 < /dev/null &
+qpid=$!
+silent=0
+last=-1
+while kill -0 "$qpid" 2>/dev/null; do
+	sleep 5
+	size=$(stat -c %s "$log" 2>/dev/null || echo 0)
+	if [ "$size" != "$last" ]; then
+		last=$size
+		quiet=$(date +%s)
+	elif [ $(( $(date +%s) - quiet )) -ge "$silence" ]; then
+		# timeout passes the signal on to QEMU.
+		silent=1
+		kill -TERM "$qpid" 2>/dev/null
+		sleep 10
+		kill -KILL "$qpid" 2>/dev/null
+		break
+	fi
+done
+wait "$qpid"
 qrc=$?
 secs=$(( $(date +%s) - start ))
 { echo "# host: $("$QEMU" --version | head -1)"; tr -d '\r' < "$log"; } > "$log.tmp" && mv "$log.tmp" "$log"
 
 ended=""
-if [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ]; then
+if [ "$silent" = 1 ]; then
+	result FAIL "$mode" boot "no serial output for ${silence}s (a hung kernel): QEMU killed (log: $log)"
+	ended="QEMU was killed after ${silence}s without serial output"
+elif [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ]; then
 	result FAIL "$mode" boot "QEMU hung: killed after ${limit}s (log: $log)"
 	ended="QEMU was killed after ${limit}s"
 elif [ "$qrc" -ne 0 ]; then

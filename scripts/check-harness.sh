@@ -11,7 +11,8 @@
 #     test that skipped a part of itself (unexpected, expected), a test past
 #     its timeout, a hung-task report in the kernel log, and hyp-expect
 #     with EL2 short of el2_dirtied or given a bad size;
-#   - a boot killed at its time limit, and a kernel whose init dies at
+#   - a boot killed at its time limit, one killed for going silent longer
+#     than BOOT_SILENCE (a hung kernel), and a kernel whose init dies at
 #     once (panic): FAIL boot, and the planned tests not run;
 #   - the serial-log pattern against a sample of each report it must catch
 #     and of boot lines it must not.
@@ -95,6 +96,9 @@ grep -q "^FAIL $mode test-run" "$work/probes" && { echo "check-harness: misbehav
 # A boot killed at its limit, and an init that dies at once.
 BOOT_TIMEOUT=${HARNESS_HANG_TIMEOUT:-30} INITRD=$work/hang.cpio run "$work/hang" "$TOP/scripts/boot.sh" "$mode" default "$G"
 expect "a boot that hangs" nonzero "$work/hang" "^FAIL $mode boot QEMU hung: killed after" \
+	"^FAIL $mode probe_sleep not run" "^FAIL $mode probe_after not run" "^FAIL $mode test-run"
+BOOT_SILENCE=40 INITRD=$work/hang.cpio run "$work/silent" "$TOP/scripts/boot.sh" "$mode" default "$G"
+expect "a boot that goes silent (hung kernel)" nonzero "$work/silent" "^FAIL $mode boot no serial output for 40s" \
 	"^FAIL $mode probe_sleep not run" "^FAIL $mode probe_after not run" "^FAIL $mode test-run"
 EXTRA_CMDLINE="rdinit=/tests/bin/probe" INITRD=$work/hang.cpio run "$work/panic" "$TOP/scripts/boot.sh" "$mode" default "$G"
 expect "an init that dies (kernel panic)" nonzero "$work/panic" "^FAIL $mode serial-log forbidden lines" \
