@@ -8,7 +8,7 @@ export BUILD
 S := $(CURDIR)/scripts
 
 .PHONY: all deps tree kernel selftests initramfs run test check patches \
-	bench bench-counts bench-lockfree bench-migrate matrix bisect fuzz repro readme clean distclean
+	bench bench-counts bench-lockfree bench-migrate matrix bisect fuzz mutants repro readme clean distclean
 
 all: initramfs
 
@@ -48,6 +48,11 @@ clean:
 
 distclean:
 	rm -rf $(BUILD)
+
+# Each mechanism broken on purpose (bench/mutants/patches/), each against the
+# test that should catch it; verdicts under bench/mutants/<date>/ (long).
+mutants: initramfs
+	@$(S)/mutants.sh
 
 # Dirty-logging benchmark over host modes, split on/off and workloads (long).
 bench: initramfs

@@ -382,6 +382,32 @@ static void test_small_dirty_buffer(u64 secpt)
 	dirty_buf_entries = DIRTY_BUF_ENTRIES;
 }
 
+/*
+ * The buffer's limit is host memory, so EL2 must not trust it: each value
+ * beyond the buffer's 510 frames is taken as 510 (the kit's switch passes
+ * it through unchecked). A limit EL2 obeyed would write frames past the
+ * buffer's page, which the host never drains: the exact dirty-log check
+ * fails, or EL2 faults on the next page.
+ */
+static void test_hostile_dirty_buf_limit(u64 secpt)
+{
+	static const char * const limits[] = { "511", "4096", "4294967295" };
+	char what[64];
+
+	atexit(restore_fast_dirty);
+	for (int i = 0; i < ARRAY_SIZE(limits); i++) {
+		TEST_ASSERT(write_file(DIRTY_BUF_PARAM, limits[i]),
+			    "cannot write %s to " DIRTY_BUF_PARAM, limits[i]);
+		TEST_ASSERT_EQ(read_u64_file(DIRTY_BUF_PARAM), strtoull(limits[i], NULL, 0));
+		dirty_buf_entries = DIRTY_BUF_ENTRIES;
+		test_split_on_enable();
+		snprintf(what, sizeof(what), "enable-time split, dirty buffer limit %s", limits[i]);
+		check_no_leak(secpt, what);
+	}
+	TEST_ASSERT(write_file(DIRTY_BUF_PARAM, "0"), "cannot write " DIRTY_BUF_PARAM);
+	dirty_buf_entries = DIRTY_BUF_ENTRIES;
+}
+
 /* The same clear-time test with every dirty-logging fault left to the host. */
 static void test_fast_dirty_off(u64 secpt)
 {
@@ -397,7 +423,8 @@ static void test_fast_dirty_off(u64 secpt)
 }
 
 static const char * const scenarios[] = {
-	"enable", "clear", "shared", "topup", "small-buffer", "fast-off",
+	"enable", "clear", "shared", "topup", "small-buffer", "hostile-limit",
+	"fast-off",
 };
 
 int main(int argc, char *argv[])
@@ -419,7 +446,7 @@ int main(int argc, char *argv[])
 			       " -f: fail if page allocation fault injection or the test\n"
 			       "     kit's switches are missing\n"
 			       " -t: only one scenario: enable, clear, shared, and on pKVM\n"
-			       "     topup, small-buffer or fast-off\n", argv[0]);
+			       "     topup, small-buffer, hostile-limit or fast-off\n", argv[0]);
 			/* A bad option is a broken test line, not a skip. */
 			exit(KSFT_FAIL);
 		}
@@ -452,6 +479,8 @@ int main(int argc, char *argv[])
 			dirty_buf_entries = read_u64_file(DIRTY_BUF_PARAM) ?: DIRTY_BUF_ENTRIES;
 			if (want("small-buffer"))
 				test_small_dirty_buffer(secpt);
+			if (want("hostile-limit"))
+				test_hostile_dirty_buf_limit(secpt);
 		} else {
 			TEST_ASSERT(!fault_required, "-f: no %s (no test kit)", DIRTY_BUF_PARAM);
 			pr_info("small-buffer: not run, no %s (no test kit)\n", DIRTY_BUF_PARAM);
