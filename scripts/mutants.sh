@@ -12,7 +12,9 @@ set -uo pipefail
 
 pdir=$TOP/bench/mutants/patches
 names=("$@")
-[ ${#names[@]} -gt 0 ] || mapfile -t names < <(ls "$pdir" | sed -n 's/\.patch$//p')
+if [ ${#names[@]} -eq 0 ]; then
+	for f in "$pdir"/*.patch; do names+=("$(basename "$f" .patch)"); done
+fi
 out=$TOP/bench/mutants/$(date -u +%Y-%m-%d-%H%M)
 mkdir -p "$out"
 "$TOP/scripts/build-kernel.sh" default >/dev/null || die "the default kernel does not build"
