@@ -504,6 +504,42 @@ free:
 		free_pages_exact(hyp_vcpu, hyp_vcpu_sz);
 }
 
+struct split_check {
+	u64 calls, pages, blocks, marked, tables, split_cache, bad_ipa;
+	u64 rec_pages, rec_blocks, rec_split, records;
+};
+
+/*
+ * What EL2 maps in [gfn, gfn + nr_pages), at the frames @pfn names if it
+ * is not U64_MAX, in as many check calls as the walk's budget takes, added
+ * to @sc. Returns the first error.
+ */
+static long check_range(pkvm_handle_t handle, u64 gfn, u64 nr_pages, u64 pfn,
+			struct split_check *sc)
+{
+	struct arm_smccc_1_2_regs res = {};
+	u64 end = gfn + nr_pages;
+	long ret = 0;
+
+	while (!ret && gfn < end) {
+		ret = check_hvc(handle, gfn, end - gfn, pfn, &res);
+		sc->calls++;
+		sc->pages += res.a3;
+		sc->blocks += res.a4;
+		sc->marked += res.a5;
+		sc->tables += res.a7;
+		sc->split_cache = res.a8;
+		if (ret)
+			sc->bad_ipa = res.a6;
+		else if (!res.a2)
+			ret = -EIO;
+		gfn += res.a2;
+		if (pfn != U64_MAX)
+			pfn += res.a2;
+	}
+	return ret;
+}
+
 static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 {
 	struct kvm_hyp_memcache *mc = &kvm->arch.pkvm.split_mc;
@@ -520,7 +556,7 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	long ret;
 
 	/* Allocations first: the test then runs under mmu_lock. */
-	if (topup_hyp_memcache(&spare, 2) || topup_hyp_memcache(mc, 2)) {
+	if (topup_hyp_memcache(&spare, 3) || topup_hyp_memcache(mc, 2)) {
 		seq_puts(s, "not ok 1 allocation # -ENOMEM\n");
 		free_hyp_memcache(&spare);
 		return;
@@ -584,18 +620,33 @@ static void run_abi_test(struct seq_file *s, struct kvm *kvm)
 	expect_protected_refused(&c, kvm, pvm, donated, gfn, bp);
 
 	/*
-	 * One good page for two blocks: EL2 splits the first, then runs out:
-	 * -ENOMEM, with x2 and x3 saying what was split. A call covers a
-	 * single block with 64KiB pages: there, no call can run out part-way.
+	 * A good page, then one EL2 owns: -ENOMEM and nothing split, but the
+	 * good page, admitted, stays in the VM's split cache (EL2's count)
+	 * for the next call. That call, with the host's memcache empty,
+	 * splits the first of two blocks with it and runs out: -ENOMEM, with
+	 * x2 and x3 saying what was split. A call covers a single block with
+	 * 64KiB pages: there, no call can run out part-way.
 	 */
 	if (KVM_PKVM_SPLIT_MAX_BLOCKS > 1) {
-		mc->head = 0;
-		mc->nr_pages = 0;
+		struct split_check sc0 = {}, sc1 = {};
+
+		check_range(h, gfn, bp, U64_MAX, &sc0);
+		mc->head = hyp_mem_base;
+		mc->nr_pages = 1;
 		push_hyp_memcache(mc, pop_hyp_memcache(&spare, phys_to_host_va),
 				  host_va_to_phys);
 		ret = split_hvc(h, gfn, 2 * bp, &done, &nr_split);
+		check_range(h, gfn, bp, U64_MAX, &sc1);
+		report(&c, ret == -ENOMEM && !nr_split && !done &&
+		       mc->head == hyp_mem_base && mc->nr_pages == 1 &&
+		       sc1.split_cache == sc0.split_cache + 1,
+		       "split: a good page, then one owned by EL2: -ENOMEM, the good one kept",
+		       ret, -ENOMEM);
+		mc->head = 0;
+		mc->nr_pages = 0;
+		ret = split_hvc(h, gfn, 2 * bp, &done, &nr_split);
 		report(&c, ret == -ENOMEM && nr_split == 1 && done == bp,
-		       "split: a page for one block of two splits it, then -ENOMEM", ret,
+		       "split: ... and it splits one block of two, then -ENOMEM", ret,
 		       -ENOMEM);
 		m->split = 1;
 	}
@@ -818,42 +869,6 @@ unlock:
 	return 0;
 }
 DEFINE_ABI_ONCE_ATTRIBUTE(pkvm_split_abi_dying);
-
-struct split_check {
-	u64 calls, pages, blocks, marked, tables, split_cache, bad_ipa;
-	u64 rec_pages, rec_blocks, rec_split, records;
-};
-
-/*
- * What EL2 maps in [gfn, gfn + nr_pages), at the frames @pfn names if it
- * is not U64_MAX, in as many check calls as the walk's budget takes, added
- * to @sc. Returns the first error.
- */
-static long check_range(pkvm_handle_t handle, u64 gfn, u64 nr_pages, u64 pfn,
-			struct split_check *sc)
-{
-	struct arm_smccc_1_2_regs res = {};
-	u64 end = gfn + nr_pages;
-	long ret = 0;
-
-	while (!ret && gfn < end) {
-		ret = check_hvc(handle, gfn, end - gfn, pfn, &res);
-		sc->calls++;
-		sc->pages += res.a3;
-		sc->blocks += res.a4;
-		sc->marked += res.a5;
-		sc->tables += res.a7;
-		sc->split_cache = res.a8;
-		if (ret)
-			sc->bad_ipa = res.a6;
-		else if (!res.a2)
-			ret = -EIO;
-		gfn += res.a2;
-		if (pfn != U64_MAX)
-			pfn += res.a2;
-	}
-	return ret;
-}
 
 /*
  * Check the VM's guest stage-2 at EL2 against the page states and the

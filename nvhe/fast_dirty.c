@@ -74,12 +74,7 @@ void pkvm_vcpu_unpin_dirty_buf(struct pkvm_hyp_vcpu *hyp_vcpu)
 /* The host drained the buffer before this entry: start it afresh. */
 void pkvm_dirty_log_enter(struct pkvm_hyp_vcpu *hyp_vcpu)
 {
-	struct pkvm_dirty_buf *buf = hyp_vcpu->dirty_buf;
-	u32 limit = buf ? READ_ONCE(buf->limit) : 0;
-
-	if (!limit || limit > PKVM_DIRTY_BUF_ENTRIES)
-		limit = PKVM_DIRTY_BUF_ENTRIES;
-	hyp_vcpu->dirty = (struct pkvm_dirty_log_state) { .limit = limit };
+	hyp_vcpu->dirty = (struct pkvm_dirty_log_state) { };
 }
 
 /* Report what this run did; the host drains gfn[0..nr) before the next. */
@@ -131,7 +126,7 @@ bool pkvm_handle_dirty_fault(struct kvm_vcpu *vcpu)
 	 * only kept (nr advanced) if the page is made writable below. With
 	 * the buffer full, a marked page is left to the host.
 	 */
-	full = st->nr >= st->limit;
+	full = pkvm_dirty_log_full(st);
 	if (!full)
 		WRITE_ONCE(buf->gfn[st->nr], ipa >> PAGE_SHIFT);
 

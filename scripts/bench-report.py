@@ -14,7 +14,7 @@ import sys
 
 NUM = r"([0-9]+\.[0-9]+)s"
 DIRTY_BUF_BYTES = 4096  # struct pkvm_dirty_buf, one per vCPU
-DIRTY_BUF_FRAMES = 510  # PKVM_DIRTY_BUF_ENTRIES (508 before v3)
+DIRTY_BUF_FRAMES = 511  # PKVM_DIRTY_BUF_ENTRIES (510 before v4, 508 before v3)
 
 
 def parse_log(path):

@@ -384,14 +384,14 @@ static void test_small_dirty_buffer(u64 secpt)
 
 /*
  * The buffer's limit is host memory, so EL2 must not trust it: each value
- * beyond the buffer's 510 frames is taken as 510 (the kit's switch passes
+ * beyond the buffer's 511 frames is taken as 511 (the kit's switch passes
  * it through unchecked). A limit EL2 obeyed would write frames past the
  * buffer's page, which the host never drains: the exact dirty-log check
  * fails, or EL2 faults on the next page.
  */
 static void test_hostile_dirty_buf_limit(u64 secpt)
 {
-	static const char * const limits[] = { "511", "4096", "4294967295" };
+	static const char * const limits[] = { "512", "4096", "4294967295" };
 	char what[64];
 
 	atexit(restore_fast_dirty);

@@ -34,7 +34,7 @@
  */
 #define SPLIT_BATCH	max_t(u64, 4096 / (getpagesize() / 8), 1)
 /* Frames a vCPU's dirty buffer takes per run (debugfs kvm/pkvm_dirty_buf_entries). */
-#define DIRTY_BUF_ENTRIES	510
+#define DIRTY_BUF_ENTRIES	511
 
 #define FAST_DIRTY_PARAM	"/sys/module/kvm/parameters/pkvm_fast_dirty"
 #define DIRTY_BUF_PARAM		"/sys/kernel/debug/kvm/pkvm_dirty_buf_entries"
