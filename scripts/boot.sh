@@ -211,6 +211,18 @@ want=$(grep -aoE '^1\.\.[0-9]+' "$log" | head -1 | cut -c4-)
 got=$(grep -acE '^(not )?ok [0-9]+ ' "$log")
 grep -aq "# pkvm-init: done" "$log" && [ "${want:-x}" = "$got" ] && [ "$got" = "${#planned[@]}" ] ||
 	result FAIL "$mode" "test-run" "init did not finish its list (planned ${#planned[@]}, init's plan ${want:-?}, reported $got; log: $log)"
+# init's own count of its verdicts must be what the result lines say: a
+# result line lost or mangled on the way (or an init that miscounts) shows.
+if grep -aq "# pkvm-init: done" "$log"; then
+	n_skip=$(grep -acE '^ok [0-9]+ .*# SKIP' "$log")
+	n_pass=$(( $(grep -acE '^ok [0-9]+ ' "$log") - n_skip ))
+	n_fail=$(grep -acE '^not ok [0-9]+ ' "$log")
+	read_count="$n_pass passed, $n_fail failed, $n_skip skipped"
+	init_count=$(tr -d '\r' < "$log" | grep -aoE '^# init: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' | tail -1)
+	init_count=${init_count#\# init: }
+	[ "$init_count" = "$read_count" ] ||
+		result FAIL "$mode" "test-run" "init counted ${init_count:-nothing}, the harness read $read_count (log: $log)"
+fi
 
 # Any kernel or hypervisor complaint fails the boot (SERIAL_BAD_RE: lib.sh).
 bad=$(grep -anE "$SERIAL_BAD_RE" "$log" | head -20)

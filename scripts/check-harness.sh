@@ -14,6 +14,8 @@
 #   - a boot killed at its time limit, one killed for going silent longer
 #     than BOOT_SILENCE (a hung kernel), and a kernel whose init dies at
 #     once (panic): FAIL boot, and the planned tests not run;
+#   - an init whose own count of passed, failed and skipped tests is not
+#     what its result lines say (pkvm.harness_miscount=1): FAIL test-run;
 #   - the serial-log pattern against a sample of each report it must catch
 #     and of boot lines it must not.
 # HARNESS_RECORD=<dir> keeps every case's output there (bench/harness/).
@@ -53,6 +55,8 @@ LIST_PREFIX=harness- MATRIX=$TOP/selftests/harness.list INITRAMFS_OUT=$work/harn
 	"$TOP/scripts/mk-initramfs.sh" > "$work/mk1.log" 2>&1 || die "mk-initramfs (harness.list) failed: $(tail -3 "$work/mk1.log")"
 LIST_PREFIX=hang- MATRIX=$TOP/selftests/harness-hang.list INITRAMFS_OUT=$work/hang.cpio \
 	"$TOP/scripts/mk-initramfs.sh" > "$work/mk2.log" 2>&1 || die "mk-initramfs (harness-hang.list) failed: $(tail -3 "$work/mk2.log")"
+LIST_PREFIX=count- MATRIX=$TOP/selftests/harness-count.list INITRAMFS_OUT=$work/count.cpio \
+	"$TOP/scripts/mk-initramfs.sh" > "$work/mk3.log" 2>&1 || die "mk-initramfs (harness-count.list) failed: $(tail -3 "$work/mk3.log")"
 H=harness-$mode
 G=hang-$mode
 
@@ -103,6 +107,11 @@ expect "a boot that goes silent (hung kernel)" nonzero "$work/silent" "^FAIL $mo
 EXTRA_CMDLINE="rdinit=/tests/bin/probe" INITRD=$work/hang.cpio run "$work/panic" "$TOP/scripts/boot.sh" "$mode" default "$G"
 expect "an init that dies (kernel panic)" nonzero "$work/panic" "^FAIL $mode serial-log forbidden lines" \
 	"Kernel panic" "^FAIL $mode probe_sleep not run" "^FAIL $mode probe_after not run" "^FAIL $mode test-run"
+
+# init's count against the result lines (the probes' boot above agreed).
+EXTRA_CMDLINE="pkvm.harness_miscount=1" INITRD=$work/count.cpio run "$work/miscount" "$TOP/scripts/boot.sh" "$mode" default "count-$mode"
+expect "an init that miscounts" nonzero "$work/miscount" "^PASS $mode probe_pass\$" \
+	"^FAIL $mode test-run init counted 2 passed, 0 failed, 0 skipped, the harness read 1 passed, 0 failed, 0 skipped"
 
 # The serial-log pattern: each report must match, each benign line must not.
 nr=$((nr + 1))

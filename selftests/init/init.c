@@ -456,11 +456,14 @@ static int run_test(struct test *t, char *why, size_t len)
 
 int main(void)
 {
-	char list[64], path[128], why[256];
-	int i, nr, ret, held;
+	char list[64], path[128], why[256], val[8];
+	int i, nr, ret, held, passed = 0, failed = 0, skipped = 0, miscount;
 
 	setup();
 	cmdline_value("pkvm.tests=", list, sizeof(list), "default");
+	/* check-harness only: report one test passed more than ran. */
+	cmdline_value("pkvm.harness_miscount=", val, sizeof(val), "0");
+	miscount = atoi(val);
 	held = hold_idle_vm();
 	say("# init: %s\n", held >= 0 ? "holding one idle VM open for the boot" :
 			     "no VM held open");
@@ -473,6 +476,7 @@ int main(void)
 	say("KTAP version 1\n");
 	if (nr < 0) {
 		say("1..1\nnot ok 1 load-test-list # cannot read %s\n", path);
+		failed++;
 		goto out;
 	}
 	say("1..%d\n", nr);
@@ -486,14 +490,20 @@ int main(void)
 		ret = run_test(&tests[i], why, sizeof(why));
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		say("# time %s %ld s\n", tests[i].name, (long)(t1.tv_sec - t0.tv_sec));
-		if (ret > 0)
+		if (ret > 0) {
 			say("ok %d %s # SKIP\n", i + 1, tests[i].name);
-		else if (ret)
+			skipped++;
+		} else if (ret) {
 			say("not ok %d %s # %s\n", i + 1, tests[i].name, why);
-		else
+			failed++;
+		} else {
 			say("ok %d %s\n", i + 1, tests[i].name);
+			passed++;
+		}
 	}
 out:
+	/* Cross-checked by boot.sh against the result lines it read. */
+	say("# init: %d passed, %d failed, %d skipped\n", passed + miscount, failed, skipped);
 	say("# pkvm-init: done\n");
 	sync();
 	reboot(RB_POWER_OFF);

@@ -9,7 +9,11 @@
  *   to them; every log collected is checked with dirty_log_test's rule.
  * - shared-tables: the same with the two vCPUs on every other page, so on
  *   the same page tables, and a block unmapped (its table freed) in each
- *   round while they write.
+ *   round while they write; on pKVM with the test kit, EL2 waits inside
+ *   each dirty fault and then the blocks the vCPUs are faulting in are
+ *   unmapped under them, so that unmaps land between a fault's read and
+ *   its exchange: some exchanges must lose, and EL2's stage-2 must match
+ *   the host's records after every round and unmap.
  * - slot-churn: splits while the memslot is deleted, moved and
  *   mprotect()ed under them.
  * - move-buffered: a memslot move while frames the vCPU dirtied at EL2 are
@@ -168,17 +172,57 @@ static u64 check_log_rule(struct test_vm *t, unsigned long *log, const u64 *now,
  * dirty_log_test's rule; afterwards every word holds the last pass's data,
  * and a final clear and write pass give an exact dirty log.
  */
+static void unmap_block(struct test_vm *t, u64 b)
+{
+	TEST_ASSERT(!mprotect(t->hva + b * block_size, block_size,
+			      PROT_READ | PROT_WRITE | PROT_EXEC) &&
+		    !mprotect(t->hva + b * block_size, block_size, PROT_READ | PROT_WRITE),
+		    "mprotect of block %lu", b);
+}
+
+static void no_fault_delay(void)
+{
+	write_file(FAULT_DELAY_PARAM, "0");
+}
+
+/*
+ * With the vCPUs on shared tables under pKVM, the test kit has EL2 wait
+ * FAULT_DELAY_US in each dirty fault between reading the leaf and its
+ * compare-and-exchange. After the rounds (each ending with EL2's stage-2
+ * checked against the host's records), the whole slot is marked again,
+ * DELAYED_UNMAPS times, and 50 ms later the block each vCPU is writing
+ * (from the log) is unmapped under it: the unshares land inside those
+ * windows, the exchanges must lose (and the faults walk again), which the
+ * hyp events count, and EL2's stage-2 must still match the host's records.
+ * A plain store there would map again a page the host took back.
+ */
+#define FAULT_DELAY_US	"10000"
+#define DELAYED_UNMAPS	24
+
 static void test_split_vs_vcpu_faults(bool shared)
 {
 	const char *what = shared ? "vCPUs on shared tables" : "split vs vCPU faults";
 	u64 words, round, j, w, i, b, faults, *now, *base, changed = 0, unmaps = 0;
+	u64 retried = 0, checks = 0;
 	struct race_vcpu r[2];
 	struct split_stats s0, s1;
 	unsigned long *log;
+	bool delayed = false;
 	struct test_vm t;
 
+	if (pkvm && shared) {
+		atexit(no_fault_delay);
+		delayed = write_file(FAULT_DELAY_PARAM, FAULT_DELAY_US);
+		if (!delayed)
+			pr_info("%s: SKIP lost exchanges and the EL2 record check (no %s: no test kit)\n",
+				what, FAULT_DELAY_PARAM);
+	}
 	create_test_vm_vcpus(&t, KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE |
 			     KVM_DIRTY_LOG_INITIALLY_SET, 3);
+	if (delayed) {
+		hyp_events_read();
+		retried = hyp.fault_retried;
+	}
 	words = t.npages / 64;
 	race_stop = false;
 
@@ -220,12 +264,7 @@ static void test_split_vs_vcpu_faults(bool shared)
 		changed += check_log_rule(&t, log, now, base, what);
 		if (shared) {
 			/* A block's table freed under the vCPUs' faults. */
-			b = random() % t.nr_blocks;
-			TEST_ASSERT(!mprotect(t.hva + b * block_size, block_size,
-					      PROT_READ | PROT_WRITE | PROT_EXEC) &&
-				    !mprotect(t.hva + b * block_size, block_size,
-					      PROT_READ | PROT_WRITE),
-				    "mprotect of block %lu", b);
+			unmap_block(&t, random() % t.nr_blocks);
 			unmaps++;
 		}
 		w = random() % words;
@@ -235,6 +274,28 @@ static void test_split_vs_vcpu_faults(bool shared)
 			for (i = w * 64; i < w * 64 + 64; i++)
 				base[i] = word0(&t, i);
 		}
+		if (delayed)
+			checks += check_el2_records(&t, what);
+	}
+	/*
+	 * Every page marked again, so that the vCPUs' passes spend their time
+	 * in delayed faults at EL2; 50 ms later, the last page each vCPU
+	 * dirtied (its pages are every other one) says which block it is in:
+	 * that block is unmapped under it.
+	 */
+	for (j = 0; delayed && j < DELAYED_UNMAPS; j++) {
+		clear_range(&t, 0, t.npages);
+		usleep(50000);
+		kvm_vm_get_dirty_log(t.vm, DATA_SLOT, log);
+		for (i = 0; i < 2; i++) {
+			for (b = t.npages - 2 + i; b < t.npages && !test_bit(b, log); b -= 2)
+				;
+			if (b >= t.npages)
+				continue;
+			unmap_block(&t, b / t.pages_per_block);
+			unmaps++;
+		}
+		checks += check_el2_records(&t, what);
 	}
 	TEST_ASSERT(changed, "no page changed between a clear and a read of the log");
 	WRITE_ONCE(race_stop, true);
@@ -260,6 +321,18 @@ static void test_split_vs_vcpu_faults(bool shared)
 	for (i = 0; i < 2; i++)
 		pr_info("%s: vCPU %lu: %lu faults resolved at EL2\n",
 			what, i + 1, vcpu_get_stat(r[i].vcpu, el2_dirty_faults));
+	if (delayed) {
+		hyp_events_read();
+		retried = hyp.fault_retried - retried;
+		pr_info("%s: %lu dirty faults at EL2 lost their exchange and walked again (%s us wait), EL2's stage-2 checked after %lu rounds\n",
+			what, retried, FAULT_DELAY_US, checks);
+		TEST_ASSERT(retried, "%s: no dirty fault at EL2 lost its exchange to an unmap",
+			    what);
+		TEST_ASSERT(checks == round + DELAYED_UNMAPS,
+			    "%s: EL2 record check ran %lu times in %lu rounds and %d unmap steps",
+			    what, checks, round, DELAYED_UNMAPS);
+		no_fault_delay();
+	}
 	TEST_ASSERT(!pkvm || s1.blocks - s0.blocks >= t.nr_blocks,
 		    "only %lu blocks split while the vCPUs ran", s1.blocks - s0.blocks);
 	check_memory(&t, what);

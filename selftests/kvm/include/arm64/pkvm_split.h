@@ -39,6 +39,8 @@
 #define FAST_DIRTY_PARAM	"/sys/module/kvm/parameters/pkvm_fast_dirty"
 #define DIRTY_BUF_PARAM		"/sys/kernel/debug/kvm/pkvm_dirty_buf_entries"
 #define COLLAPSE_PARAM		"/sys/kernel/debug/kvm/pkvm_collapse"
+/* Test kit: EL2's wait between a dirty fault's read and its exchange. */
+#define FAULT_DELAY_PARAM	"/sys/kernel/debug/kvm/pkvm_fault_delay_us"
 #define FAIL_PAGE_ALLOC		"/sys/kernel/debug/fail_page_alloc/"
 #define FAIL_TIMES		1000000
 
@@ -105,6 +107,7 @@ struct hyp_counts {
 	u64 collapse_calls, collapse_blocks, collapse_tlbi, collapse_skipped;
 	u64 collapse_returned;
 	u64 fault_full;
+	u64 fault_retried;	/* EL2 faults whose exchange lost a race */
 };
 
 extern struct hyp_counts hyp;
@@ -122,6 +125,7 @@ void hyp_events_start(void);
 void read_split_stats(struct test_vm *t, struct split_stats *s);
 u64 sec_pagetables_kb(void);
 void check_no_leak(u64 secpt, const char *after);
+bool check_el2_records(struct test_vm *t, const char *when);
 enum vm_guest_mode host_page_mode(void);
 void slot0_no_thp(struct kvm_vm *vm);
 void create_test_vm_vcpus(struct test_vm *t, u64 manual_caps, int nr_vcpus);

@@ -133,6 +133,7 @@ static u64 hyp_account(const char *line)
 		hyp.wrprotect_calls++;
 	} else if (!strncmp(ev, "pkvm_dirty_fault ", 17)) {
 		hyp.fault_full += hyp_sfield(ev, "ret") == -ENOSPC;
+		hyp.fault_retried += !!hyp_field(ev, "waited");
 	}
 	return 0;
 }
@@ -843,6 +844,37 @@ bool read_ktap(const char *path, int expect, const char *what)
 }
 
 /* Best-effort write of @val to @path; false if the file is not there. */
+/*
+ * The VM's stage-2 at EL2 against the page states and the host's records
+ * (the test kit's pkvm_split_check: the whole IPA space, then record by
+ * record). False, checking nothing, without the kit.
+ */
+bool check_el2_records(struct test_vm *t, const char *when)
+{
+	u64 calls, pages, blocks, marked, hpages, hblocks, hsplit, records, bad;
+	char path[128];
+	long result;
+	FILE *f;
+	int n;
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/kvm/%d-%d/pkvm_split_check",
+		 getpid(), t->vm->fd);
+	f = fopen(path, "r");
+	if (!f && errno == ENOENT)
+		return false;
+	TEST_ASSERT(f, "%s: %s", path, strerror(errno));
+	n = fscanf(f, "el2: calls %lu pages %lu blocks %lu marked %lu\n"
+		   "host: pages %lu blocks %lu split %lu records %lu\n"
+		   "result %ld bad_ipa 0x%lx\n", &calls, &pages, &blocks, &marked,
+		   &hpages, &hblocks, &hsplit, &records, &result, &bad);
+	fclose(f);
+	TEST_ASSERT(n == 10, "%s: %d fields read", path, n);
+	TEST_ASSERT(!result && pages == hpages && blocks == hblocks,
+		    "%s: EL2 stage-2 check error %ld at IPA 0x%lx; EL2 maps %lu pages, %lu blocks, the host records %lu pages, %lu blocks",
+		    when, result, bad, pages, blocks, hpages, hblocks);
+	return true;
+}
+
 bool write_file(const char *path, const char *val)
 {
 	FILE *f = fopen(path, "w");
