@@ -506,7 +506,7 @@ free:
 
 struct split_check {
 	u64 calls, pages, blocks, marked, tables, split_cache, bad_ipa;
-	u64 rec_pages, rec_blocks, rec_split, records;
+	u64 rec_pages, rec_blocks, rec_split, records, walker_waits;
 };
 
 /*
@@ -529,6 +529,7 @@ static long check_range(pkvm_handle_t handle, u64 gfn, u64 nr_pages, u64 pfn,
 		sc->marked += res.a5;
 		sc->tables += res.a7;
 		sc->split_cache = res.a8;
+		sc->walker_waits = res.a11;
 		if (ret)
 			sc->bad_ipa = res.a6;
 		else if (!res.a2)
@@ -950,7 +951,8 @@ static long show_slot_masks(struct seq_file *s, struct kvm *kvm)
  * Reading pkvm_split_check checks the VM's guest stage-2 at EL2 against
  * the page states and the host's records (split_check()), and prints what
  * was found, then which pages of each memslot EL2 maps and which
- * writable. It changes nothing.
+ * writable, then how many guest stage-2 table frees (of any VM) so far had
+ * to wait for a shared walk on another CPU. It changes nothing.
  */
 static int pkvm_split_check_show(struct seq_file *s, void *unused)
 {
@@ -978,6 +980,7 @@ static int pkvm_split_check_show(struct seq_file *s, void *unused)
 	write_unlock(&kvm->mmu_lock);
 	mutex_unlock(&kvm->slots_lock);
 	seq_printf(s, "masks %ld\n", ret);
+	seq_printf(s, "walker_waits %llu\n", sc.walker_waits);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(pkvm_split_check);

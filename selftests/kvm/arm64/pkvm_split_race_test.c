@@ -12,8 +12,9 @@
  *   round while they write; on pKVM with the test kit, EL2 waits inside
  *   each dirty fault and then the blocks the vCPUs are faulting in are
  *   unmapped under them, so that unmaps land between a fault's read and
- *   its exchange: some exchanges must lose, and EL2's stage-2 must match
- *   the host's records after every round and unmap.
+ *   its exchange: some exchanges must lose, some table frees must wait for
+ *   a walk, and EL2's stage-2 must match the host's records after every
+ *   round and unmap.
  * - slot-churn: splits while the memslot is deleted, moved and
  *   mprotect()ed under them.
  * - move-buffered: a memslot move while frames the vCPU dirtied at EL2 are
@@ -193,8 +194,11 @@ static void no_fault_delay(void)
  * DELAYED_UNMAPS times, and 50 ms later the block each vCPU is writing
  * (from the log) is unmapped under it: the unshares land inside those
  * windows, the exchanges must lose (and the faults walk again), which the
- * hyp events count, and EL2's stage-2 must still match the host's records.
- * A plain store there would map again a page the host took back.
+ * hyp events count; the frees of the unmapped blocks' tables must have
+ * waited for walks in progress (the kit's count); and EL2's stage-2 must
+ * still match the host's records. A plain store there would map again a
+ * page the host took back; a free that did not wait would let a walk read
+ * a page already reused.
  */
 #define FAULT_DELAY_US	"10000"
 #define DELAYED_UNMAPS	24
@@ -203,7 +207,7 @@ static void test_split_vs_vcpu_faults(bool shared)
 {
 	const char *what = shared ? "vCPUs on shared tables" : "split vs vCPU faults";
 	u64 words, round, j, w, i, b, faults, *now, *base, changed = 0, unmaps = 0;
-	u64 retried = 0, checks = 0;
+	u64 retried = 0, checks = 0, waits0 = 0, waits = 0;
 	struct race_vcpu r[2];
 	struct split_stats s0, s1;
 	unsigned long *log;
@@ -275,7 +279,7 @@ static void test_split_vs_vcpu_faults(bool shared)
 				base[i] = word0(&t, i);
 		}
 		if (delayed)
-			checks += check_el2_records(&t, what);
+			checks += check_el2_records(&t, what, &waits0);
 	}
 	/*
 	 * Every page marked again, so that the vCPUs' passes spend their time
@@ -295,7 +299,7 @@ static void test_split_vs_vcpu_faults(bool shared)
 			unmap_block(&t, b / t.pages_per_block);
 			unmaps++;
 		}
-		checks += check_el2_records(&t, what);
+		checks += check_el2_records(&t, what, &waits);
 	}
 	TEST_ASSERT(changed, "no page changed between a clear and a read of the log");
 	WRITE_ONCE(race_stop, true);
@@ -324,9 +328,11 @@ static void test_split_vs_vcpu_faults(bool shared)
 	if (delayed) {
 		hyp_events_read();
 		retried = hyp.fault_retried - retried;
-		pr_info("%s: %lu dirty faults at EL2 lost their exchange and walked again (%s us wait), EL2's stage-2 checked after %lu rounds\n",
-			what, retried, FAULT_DELAY_US, checks);
+		pr_info("%s: %lu dirty faults at EL2 lost their exchange and walked again (%s us wait), %lu table frees waited for a fault's walk, EL2's stage-2 checked %lu times\n",
+			what, retried, FAULT_DELAY_US, waits - waits0, checks);
 		TEST_ASSERT(retried, "%s: no dirty fault at EL2 lost its exchange to an unmap",
+			    what);
+		TEST_ASSERT(waits > waits0, "%s: no table free waited for a fault's walk",
 			    what);
 		TEST_ASSERT(checks == round + DELAYED_UNMAPS,
 			    "%s: EL2 record check ran %lu times in %lu rounds and %d unmap steps",

@@ -125,7 +125,7 @@ void hyp_events_start(void);
 void read_split_stats(struct test_vm *t, struct split_stats *s);
 u64 sec_pagetables_kb(void);
 void check_no_leak(u64 secpt, const char *after);
-bool check_el2_records(struct test_vm *t, const char *when);
+bool check_el2_records(struct test_vm *t, const char *when, u64 *walker_waits);
 enum vm_guest_mode host_page_mode(void);
 void slot0_no_thp(struct kvm_vm *vm);
 void create_test_vm_vcpus(struct test_vm *t, u64 manual_caps, int nr_vcpus);

@@ -847,12 +847,13 @@ bool read_ktap(const char *path, int expect, const char *what)
 /*
  * The VM's stage-2 at EL2 against the page states and the host's records
  * (the test kit's pkvm_split_check: the whole IPA space, then record by
- * record). False, checking nothing, without the kit.
+ * record), and how many table frees so far had to wait for another CPU's
+ * shared walk. False, checking nothing, without the kit.
  */
-bool check_el2_records(struct test_vm *t, const char *when)
+bool check_el2_records(struct test_vm *t, const char *when, u64 *walker_waits)
 {
 	u64 calls, pages, blocks, marked, hpages, hblocks, hsplit, records, bad;
-	char path[128];
+	char path[128], line[256];
 	long result;
 	FILE *f;
 	int n;
@@ -867,8 +868,12 @@ bool check_el2_records(struct test_vm *t, const char *when)
 		   "host: pages %lu blocks %lu split %lu records %lu\n"
 		   "result %ld bad_ipa 0x%lx\n", &calls, &pages, &blocks, &marked,
 		   &hpages, &hblocks, &hsplit, &records, &result, &bad);
-	fclose(f);
 	TEST_ASSERT(n == 10, "%s: %d fields read", path, n);
+	n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += sscanf(line, "walker_waits %lu", walker_waits) == 1;
+	fclose(f);
+	TEST_ASSERT(n == 1, "%s: no walker_waits line", path);
 	TEST_ASSERT(!result && pages == hpages && blocks == hblocks,
 		    "%s: EL2 stage-2 check error %ld at IPA 0x%lx; EL2 maps %lu pages, %lu blocks, the host records %lu pages, %lu blocks",
 		    when, result, bad, pages, blocks, hpages, hblocks);
