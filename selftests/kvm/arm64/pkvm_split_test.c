@@ -383,11 +383,12 @@ static void test_small_dirty_buffer(u64 secpt)
 }
 
 /*
- * The buffer's limit is host memory, so EL2 must not trust it: each value
- * beyond the buffer's 511 frames is taken as 511 (the kit's switch passes
- * it through unchecked). A limit EL2 obeyed would write frames past the
+ * Test kernels only: the kit's cap on the frames a run may buffer is host
+ * memory (the host's vCPU), so EL2 must not trust it: each value beyond
+ * the buffer's 511 frames is taken as 511 (the kit's switch passes it
+ * through unchecked). A cap EL2 obeyed would write frames past the
  * buffer's page, which the host never drains: the exact dirty-log check
- * fails, or EL2 faults on the next page.
+ * fails, or EL2 faults on the next page. Without the kit there is no cap.
  */
 static void test_hostile_dirty_buf_limit(u64 secpt)
 {
