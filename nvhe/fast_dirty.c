@@ -9,9 +9,8 @@
  * permission fault, which EL2 sees first: it records the page's frame in the
  * vCPU's dirty buffer, makes the page writable again, clears the mark,
  * invalidates the TLB entry on this CPU only and re-enters the guest,
- * without a trip to the host and without any lock: the walk is shared and
- * the entry updated with a compare-and-exchange, and no table page it may
- * reach is freed before it is done (guest_s2_put_page()).
+ * without a trip to the host. How the update is serialised with the other
+ * writers of the VM's stage-2 is __pkvm_guest_relax_marked()'s business.
  *
  * The dirty buffer is a host page, shared with EL2 and pinned for the vCPU's
  * life. EL2 keeps its own count of what it wrote: the host can read and
@@ -25,10 +24,13 @@
  * EL2 only ever restores a write permission it removed itself: the mark is
  * set on leaves that were writable (blocks too, but this path only takes
  * last-level pages), never on a page the host mapped read-only, and only
- * for non-protected VMs. The host
- * can turn the path off per vCPU (no buffer) and it is only taken while at
- * least one of the VM's memslots logs dirty pages, so that a write after
- * logging stops still reaches the host, which collapses split blocks.
+ * for non-protected VMs. The host can turn the path off per vCPU (no
+ * buffer), and tells EL2 on each entry of the vCPU whether a memslot of
+ * the VM logs dirty pages: only then is the path taken, so that a write
+ * after logging stops reaches the host, which maps blocks again. EL2 reads
+ * nothing of the host's on the fault itself. Either answer is safe: a
+ * stale "no" sends faults to the host, a stale "yes" logs frames the host
+ * then has no log to put in.
  */
 
 #include <asm/kvm_emulate.h>
@@ -71,10 +73,17 @@ void pkvm_vcpu_unpin_dirty_buf(struct pkvm_hyp_vcpu *hyp_vcpu)
 	hyp_vcpu->dirty_buf = NULL;
 }
 
-/* The host drained the buffer before this entry: start it afresh. */
+/*
+ * The host drained the buffer before this entry: start it afresh, and take
+ * the host's word on whether the VM logs dirty pages.
+ */
 void pkvm_dirty_log_enter(struct pkvm_hyp_vcpu *hyp_vcpu)
 {
-	hyp_vcpu->dirty = (struct pkvm_dirty_log_state) { };
+	struct kvm_vcpu *host_vcpu = hyp_vcpu->host_vcpu;
+
+	hyp_vcpu->dirty = (struct pkvm_dirty_log_state) {
+		.logging = READ_ONCE(host_vcpu->arch.pkvm_dirty_logging),
+	};
 }
 
 /* Report what this run did; the host drains gfn[0..nr) before the next. */
@@ -102,18 +111,13 @@ bool pkvm_handle_dirty_fault(struct kvm_vcpu *vcpu)
 	struct pkvm_dirty_buf *buf = hyp_vcpu->dirty_buf;
 	struct pkvm_dirty_log_state *st = &hyp_vcpu->dirty;
 	struct pkvm_hyp_vm *vm;
-	unsigned int retries;
 	phys_addr_t ipa;
-	bool full;
+	bool full, waited;
 	s8 level;
 	int ret;
 
-	if (!buf || !kvm_vcpu_trap_is_permission_fault(vcpu) ||
+	if (!buf || !st->logging || !kvm_vcpu_trap_is_permission_fault(vcpu) ||
 	    !kvm_is_write_fault(vcpu))
-		return false;
-
-	vm = pkvm_hyp_vcpu_to_hyp_vm(hyp_vcpu);
-	if (!atomic_read(&vm->host_kvm->nr_memslots_dirty_logging))
 		return false;
 
 	ipa = kvm_vcpu_get_fault_ipa(vcpu);
@@ -130,14 +134,9 @@ bool pkvm_handle_dirty_fault(struct kvm_vcpu *vcpu)
 	if (!full)
 		WRITE_ONCE(buf->gfn[st->nr], ipa >> PAGE_SHIFT);
 
-	/*
-	 * Without the VM's lock: faults on other pages, of this VM's other
-	 * vCPUs or while the host write-protects for logging, go on in
-	 * parallel. How often the update had to be tried again is for the
-	 * hyp event.
-	 */
-	ret = __pkvm_guest_relax_marked(vm, ipa, !full, &level, &retries);
-	trace_pkvm_dirty_fault(ipa, retries, ret);
+	vm = pkvm_hyp_vcpu_to_hyp_vm(hyp_vcpu);
+	ret = __pkvm_guest_relax_marked(vm, ipa, !full, &level, &waited);
+	trace_pkvm_dirty_fault(ipa, waited, ret);
 	switch (ret) {
 	case 0:
 		st->nr++;
@@ -146,9 +145,8 @@ bool pkvm_handle_dirty_fault(struct kvm_vcpu *vcpu)
 		/* Writable already: a stale TLB entry on this CPU. */
 		st->spurious++;
 		break;
-	case -ENOSPC:
-		return false;
 	default:
+		/* Not EL2's to relax, or the buffer is full (-ENOSPC). */
 		return false;
 	}
 

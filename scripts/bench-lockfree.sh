@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# `make bench-lockfree`: the EL2 fault path without the VM's lock (issue
-# #26) against the locked one it replaced, on the same tree, in counts.
+# `make bench-lockfree`: the EL2 fault path without the VM's lock (the
+# el2-dirty posting's last patch, its RFC) against the locked step it goes
+# on top of (patch 18), on the same tree, in counts.
 #
 # Two kernels of the production config (nodebug): the series as it stands,
 # and 'nodebug-locked', the same tree with bench/lockfree/locked-fault-path.patch
 # (__pkvm_guest_relax_marked() under the VM's lock, an exclusive walk: the
-# fault path before issue #26; nothing else differs). The patch is applied to
+# locked step's fault; nothing else differs). The patch is applied to
 # the tree only for that build and taken out again, whatever happens
 # (scripts/build-patched-kernel.sh).
 #

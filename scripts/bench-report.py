@@ -104,7 +104,7 @@ def parse_log(path):
         w = re.search(r"hyp-expect: \d+ blocks split at EL2, (\d+) write faults resolved at EL2", body)
         if w:
             run["ev_el2_faults"] = int(w.group(1))
-            run["ev_el2_waited"] = grab(r"hyp-expect: (\d+) of the faults resolved at EL2 waited", int)
+            run["ev_el2_waited"] = grab(r"hyp-expect: (\d+) of the faults (?:resolved at EL2|EL2 took) waited", int)
         c = re.search(r"pKVM collapse: hypercalls (\d+) blocks (\d+) tlbi (\d+) skipped (\d+)"
                       r"(?: returned (\d+))?", body)
         if c:

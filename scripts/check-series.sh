@@ -35,7 +35,7 @@ for d in "$pdir"/postings/*/; do
 	git -C "$wt" -c user.name=check -c user.email=check@invalid am -q \
 		$(ls "$d"[0-9]*.patch | grep -v 0000-cover-letter) ||
 		die "posting $(basename "$d") does not apply with git am after the ones before it"
-	grep -q "^Subject: \[PATCH v[0-9]* 0\+/" "$d/0000-cover-letter.patch" ||
+	grep -q "^Subject: \[\(RFC \)\?PATCH v[0-9]* 0\+/" "$d/0000-cover-letter.patch" ||
 		die "posting $(basename "$d"): its cover letter has no version tag"
 done
 kit=$(awk '$1 == "kit" { print $3 - $2 + 1 }' "$TOP/msg/postings")

@@ -28,7 +28,7 @@ FAULTS = re.compile(r"Iteration (\d+) faults resolved by the host: (\d+), at EL2
 HYP_FAULTS = re.compile(r"hyp-expect: \d+ blocks split at EL2, (\d+) write faults resolved at EL2")
 # Before the fault path went lock-free: "found the VM's lock held"; after:
 # "waited (tried again)", a lost compare-and-exchange.
-HYP_WAITED = re.compile(r"hyp-expect: (\d+) of the faults resolved at EL2 (?:found the VM's lock held|waited)")
+HYP_WAITED = re.compile(r"hyp-expect: (\d+) of the faults (?:resolved at EL2|EL2 took) (?:found the VM's lock held|waited)")
 # hyp-expect wp_overlap: faults resolved at EL2 while another CPU was in a
 # write-protect call of KVM_CLEAR_DIRTY_LOG, and how many if spread evenly.
 HYP_WP = re.compile(r"hyp-expect: (\d+) of the faults resolved at EL2 came during another CPU's "

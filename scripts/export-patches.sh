@@ -34,7 +34,7 @@ ident_name=${ident% <*}
 ident_email=${ident##*<}
 ident_email=${ident_email%>}
 FP=(git -C "$TREE" -c user.name="$ident_name" -c user.email="$ident_email" format-patch -q
-    --signoff --cover-letter --thread --subject-prefix="$prefix")
+    --signoff --cover-letter --thread)
 
 # sign_as <dir>: the exporter is the author of every patch and cover letter.
 sign_as() {
@@ -73,7 +73,7 @@ total=${#commits[@]}
 k=0
 next=1
 kit=0
-while read -r name first last; do
+while read -r name first last kind; do
 	case "$name" in ''|'#'*) continue ;; esac
 	[ "$first" = "$next" ] && [ "$last" -ge "$first" ] && [ "$last" -le "$total" ] ||
 		die "msg/postings: '$name $first $last' does not follow on from patch $((next - 1)) (of $total)"
@@ -89,7 +89,10 @@ while read -r name first last; do
 	mkdir -p "$dir"
 	from=${commits[$((first - 1))]}
 	to=${commits[$((last - 1))]}
-	"${FP[@]}" -o "$dir" "$from~1..$to"
+	# A posting marked 'rfc' in msg/postings is sent as an RFC.
+	pfx=$prefix
+	[ "${kind:-}" = rfc ] && pfx="RFC $prefix"
+	"${FP[@]}" --subject-prefix="$pfx" -o "$dir" "$from~1..$to"
 	fill_cover "$dir/0000-cover-letter.patch" "$TOP/msg/cover-$name"
 	sign_as "$dir"
 	next=$((last + 1))

@@ -24,9 +24,9 @@
  *                 test writes is a size, whatever the page size, so a
  *                 fraction of it says "most faults were resolved at EL2". Exit status: COMMAND's if it failed, 1 if an
  * expectation was missed or the events could not be read (lost events
- * included), else 0. It prints what it counted, and how many of the faults
- * resolved at EL2 waited: their update of the entry lost a race and was
- * tried again (pkvm_dirty_fault's waited, not 0).
+ * included), else 0. It prints what it counted, and how many of the dirty
+ * faults EL2 took waited (pkvm_dirty_fault's waited, not 0): their update
+ * of the entry lost a race, and they went to the host.
  *
  * wp_overlap: also trace hyp_enter and pkvm_host_wrprotect_guest, and
  * count the faults resolved at EL2 on one CPU while another CPU was in a
@@ -199,7 +199,7 @@ static void account(const char *line)
 	} else if (!strncmp(ev, "pkvm_dirty_fault ", 17)) {
 		ok = strstr(ev, " ret=0");
 		el2_faults += ok;
-		el2_waited += ok && field(ev, "waited");
+		el2_waited += !!field(ev, "waited");
 		if (wp_overlap && ok && !stamp_add(&faults_ts[cpu], ts))
 			lost = true;
 	} else if (!strncmp(ev, "selftest ", 9) && field(ev, "id") == MARKER) {
@@ -474,7 +474,7 @@ int main(int argc, char **argv)
 		;
 	printf("hyp-expect: %lu blocks split at EL2, %lu write faults resolved at EL2 (%lu events%s)\n",
 	       split_blocks, el2_faults, lines, lost ? ", some LOST" : "");
-	printf("hyp-expect: %lu of the faults resolved at EL2 waited (tried again)\n",
+	printf("hyp-expect: %lu of the faults EL2 took waited (lost the exchange, went to the host)\n",
 	       el2_waited);
 	if (wp_overlap) {
 		overlap(&wp_pairs, &wp_in, &wp_even);

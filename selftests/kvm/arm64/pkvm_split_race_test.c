@@ -328,7 +328,7 @@ static void test_split_vs_vcpu_faults(bool shared)
 	if (delayed) {
 		hyp_events_read();
 		retried = hyp.fault_retried - retried;
-		pr_info("%s: %lu dirty faults at EL2 lost their exchange and walked again (%s us wait), %lu table frees waited for a fault's walk, EL2's stage-2 checked %lu times\n",
+		pr_info("%s: %lu dirty faults at EL2 lost their exchange and went to the host (%s us wait), %lu table frees waited for a fault's walk, EL2's stage-2 checked %lu times\n",
 			what, retried, FAULT_DELAY_US, waits - waits0, checks);
 		TEST_ASSERT(retried, "%s: no dirty fault at EL2 lost its exchange to an unmap",
 			    what);
