@@ -193,7 +193,7 @@ static void no_fault_delay(void)
  * checked against the host's records), the whole slot is marked again,
  * DELAYED_UNMAPS times, and 50 ms later the block each vCPU is writing
  * (from the log) is unmapped under it: the unshares land inside those
- * windows, the exchanges must lose (and the faults walk again), which the
+ * windows, the exchanges must lose (and the faults go to the host), which the
  * hyp events count; the frees of the unmapped blocks' tables must have
  * waited for walks in progress (the kit's count); and EL2's stage-2 must
  * still match the host's records. A plain store there would map again a
