@@ -82,7 +82,7 @@ void pkvm_dirty_log_enter(struct pkvm_hyp_vcpu *hyp_vcpu)
 	struct kvm_vcpu *host_vcpu = hyp_vcpu->host_vcpu;
 
 	hyp_vcpu->dirty = (struct pkvm_dirty_log_state) {
-		.logging = READ_ONCE(host_vcpu->arch.pkvm_dirty_logging),
+		.logging = !!READ_ONCE(host_vcpu->arch.pkvm_dirty_logging),
 	};
 }
 
