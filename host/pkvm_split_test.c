@@ -988,11 +988,10 @@ DEFINE_SHOW_ATTRIBUTE(pkvm_split_check);
 /*
  * Raw hostile calls at random. Writing "SEED STEPS" to pkvm_split_raw
  * makes STEPS calls (at most RAW_MAX_STEPS), drawn from SEED, of what a
- * compromised host could ask EL2 for this VM: __pkvm_host_split_guest
- * (with and without a range to write-protect) on random ranges, with split
- * caches of random length that end, or not, in a page EL2 must refuse
- * (owned by EL2, shared with EL2, shared with this guest, donated to a
- * protected VM, MMIO, beyond memory, one listed twice);
+ * compromised host could ask EL2 for this VM: __pkvm_host_split_guest on
+ * random ranges, with split caches of random length that end, or not, in a
+ * page EL2 must refuse (owned by EL2, shared with EL2, shared with this
+ * guest, donated to a protected VM, MMIO, beyond memory, one listed twice);
  * __pkvm_host_collapse_range; bad arguments; nsh flushes with random
  * arguments; another VM's protected handle; and, between them, the host's
  * own operations on random ranges (write-protect, test and clear young,

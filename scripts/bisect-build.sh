@@ -30,10 +30,19 @@ mkdir -p "$obj" "$out"
 mapfile -t commits < <(git -C "$TREE" rev-list --reverse base..HEAD)
 [ ${#commits[@]} -gt 0 ] || die "no commits on top of base"
 
+# BISECT_FIRST/BISECT_LAST (1-based, inclusive): only those prefixes, for a
+# quick check of the patches just changed; `make bisect` builds them all.
+first=${BISECT_FIRST:-1}
+last=${BISECT_LAST:-${#commits[@]}}
+case "$first$last" in *[!0-9]*) die "BISECT_FIRST/BISECT_LAST must be patch numbers" ;; esac
+[ "$first" -ge 1 ] && [ "$first" -le "$last" ] && [ "$last" -le ${#commits[@]} ] ||
+	die "BISECT_FIRST=$first BISECT_LAST=$last: not a range of 1..${#commits[@]}"
+
 fail=0
 n=0
 for c in "${commits[@]}"; do
 	n=$((n + 1))
+	[ "$n" -ge "$first" ] && [ "$n" -le "$last" ] || continue
 	subject=$(git -C "$TREE" log -1 --format=%s "$c")
 	log=$out/$(printf %02d $n).log
 	start=$(date +%s)
@@ -76,5 +85,5 @@ for c in "${commits[@]}"; do
 				print "  review " sprintf("%02d", n) ": " f ":" l ": " substr($0, 2) }
 		     /^ / { l++ }' n="$n" | sed 's/\t/ /g; s/  */ /g' | tee -a "$results"
 done
-echo "bisect: $n prefixes, $(grep -c ^PASS "$results") build, $(grep -c ^FAIL "$results") fail" | tee -a "$results"
+echo "bisect: $((last - first + 1)) prefixes ($first-$last of $n), $(grep -c ^PASS "$results") build, $(grep -c ^FAIL "$results") fail" | tee -a "$results"
 exit $fail
