@@ -6,7 +6,8 @@
 # panic in the serial log, a hang), SURVIVED when everything passed, and
 # NOBUILD when the mutant does not build. Results in
 # bench/mutants/<date>/results.txt (one row per mutant) with each boot's
-# output and serial log; exits non-zero if a mutant survived.
+# output and serial log; exits non-zero if a mutant survived or did not
+# build (a mutant that no longer applies tests nothing: refresh it).
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -20,6 +21,7 @@ mkdir -p "$out"
 "$TOP/scripts/build-kernel.sh" default >/dev/null || die "the default kernel does not build"
 printf '# mutant verdict seconds killer\n' > "$out/results.txt"
 survived=0
+nobuild=0
 for name in "${names[@]}"; do
 	patch=$pdir/$name.patch
 	[ -f "$patch" ] || die "no mutant $patch"
@@ -29,7 +31,7 @@ for name in "${names[@]}"; do
 	start=$(date +%s)
 	variant=mut-$name
 	if ! "$TOP/scripts/build-patched-kernel.sh" default "$variant" "$patch" > "$out/$name.build.txt" 2>&1; then
-		verdict=NOBUILD
+		verdict=NOBUILD; nobuild=$((nobuild + 1))
 	else
 		echo "$kill" > "$out/$name.list"
 		MATRIX="$out/$name.list" INITRAMFS_OUT="$BUILD/initramfs-mut.cpio" \
@@ -46,5 +48,5 @@ for name in "${names[@]}"; do
 	row="$name $verdict $(( $(date +%s) - start )) $(echo "$kill" | awk '{print $2}')"
 	echo "$row" | tee -a "$out/results.txt"
 done
-echo "mutants: $survived of ${#names[@]} survived (results: $out/results.txt)"
-[ "$survived" -eq 0 ]
+echo "mutants: $survived of ${#names[@]} survived, $nobuild did not build (results: $out/results.txt)"
+[ "$survived" -eq 0 ] && [ "$nobuild" -eq 0 ]
