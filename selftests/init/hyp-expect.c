@@ -430,8 +430,8 @@ int main(int argc, char **argv)
 		else if (!strncmp(argv[i], "el2_faults=", 11))
 			want_el2 = strtoul(argv[i] + 11, NULL, 0);
 		else if (!strncmp(argv[i], "el2_dirtied=", 12) &&
-			 (want_bytes = size_arg(argv[i] + 12)) != 0)
-			continue;
+			 size_arg(argv[i] + 12))
+			want_bytes = size_arg(argv[i] + 12);
 		else if (!strncmp(argv[i], "wp_overlap=", 11))
 			want_wp = strtoul(argv[i] + 11, NULL, 0), wp_overlap = true;
 		else if (!strcmp(argv[i], "totals"))
