@@ -94,7 +94,9 @@ tl=$(cpio -i --quiet --to-stdout "tests/$list.list" < "$initrd" 2>/dev/null |
 limit=${BOOT_TIMEOUT:-$((tl + 120))}
 # A hung kernel is caught long before that: init ends each test at its own
 # timeout and says so, so a serial line is due at least once per longest
-# test timeout. Silence beyond it (and boot slack) kills QEMU.
+# test timeout. Silence beyond it (and boot slack) kills QEMU. A kernel
+# that panicked (after a hyp panic, its reboot may never come) is killed
+# once the log has been quiet 30 s after "Kernel panic - not syncing".
 tmax=$(cpio -i --quiet --to-stdout "tests/$list.list" < "$initrd" 2>/dev/null |
 	awk '$1 !~ /^#/ && NF && $2 > m { m = $2 } END { print m + 0 }')
 silence=${BOOT_SILENCE:-$((tmax + 180))}
@@ -108,6 +110,7 @@ timeout --foreground -k 10 "$limit" "$QEMU" \
 	> "$log" 2>&1 < /dev/null &
 qpid=$!
 silent=0
+panicked=0
 last=-1
 while kill -0 "$qpid" 2>/dev/null; do
 	sleep 5
@@ -115,6 +118,13 @@ while kill -0 "$qpid" 2>/dev/null; do
 	if [ "$size" != "$last" ]; then
 		last=$size
 		quiet=$(date +%s)
+	elif [ $(( $(date +%s) - quiet )) -ge 30 ] &&
+	     grep -q "Kernel panic - not syncing" "$log" 2>/dev/null; then
+		panicked=1
+		kill -TERM "$qpid" 2>/dev/null
+		sleep 10
+		kill -KILL "$qpid" 2>/dev/null
+		break
 	elif [ $(( $(date +%s) - quiet )) -ge "$silence" ]; then
 		# timeout passes the signal on to QEMU.
 		silent=1
@@ -130,7 +140,10 @@ secs=$(( $(date +%s) - start ))
 { echo "# host: $("$QEMU" --version | head -1)"; tr -d '\r' < "$log"; } > "$log.tmp" && mv "$log.tmp" "$log"
 
 ended=""
-if [ "$silent" = 1 ]; then
+if [ "$panicked" = 1 ]; then
+	result FAIL "$mode" boot "the kernel panicked and QEMU did not exit: killed after 30 s of silence (log: $log)"
+	ended="QEMU was killed 30 s after the kernel panicked"
+elif [ "$silent" = 1 ]; then
 	result FAIL "$mode" boot "no serial output for ${silence}s (a hung kernel): QEMU killed (log: $log)"
 	ended="QEMU was killed after ${silence}s without serial output"
 elif [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ]; then

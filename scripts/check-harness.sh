@@ -12,8 +12,9 @@
 #     its timeout, a hung-task report in the kernel log, and hyp-expect
 #     with EL2 short of el2_dirtied or given a bad size;
 #   - a boot killed at its time limit, one killed for going silent longer
-#     than BOOT_SILENCE (a hung kernel), and a kernel whose init dies at
-#     once (panic): FAIL boot, and the planned tests not run;
+#     than BOOT_SILENCE (a hung kernel), a kernel whose init dies at
+#     once (panic), and one that panics and never resets (panic=0): FAIL
+#     boot, and the planned tests not run;
 #   - an init whose own count of passed, failed and skipped tests is not
 #     what its result lines say (pkvm.harness_miscount=1): FAIL test-run;
 #   - the serial-log pattern against a sample of each report it must catch
@@ -107,6 +108,13 @@ expect "a boot that goes silent (hung kernel)" nonzero "$work/silent" "^FAIL $mo
 EXTRA_CMDLINE="rdinit=/tests/bin/probe" INITRD=$work/hang.cpio run "$work/panic" "$TOP/scripts/boot.sh" "$mode" default "$G"
 expect "an init that dies (kernel panic)" nonzero "$work/panic" "^FAIL $mode serial-log forbidden lines" \
 	"Kernel panic" "^FAIL $mode probe_sleep not run" "^FAIL $mode probe_after not run" "^FAIL $mode test-run"
+
+# A kernel that panics and never resets (panic=0: as after a hyp panic,
+# whose reboot through EL2 may never come): killed 30 s after the panic.
+EXTRA_CMDLINE="rdinit=/tests/bin/probe panic=0" INITRD=$work/hang.cpio run "$work/panic-hang" "$TOP/scripts/boot.sh" "$mode" default "$G"
+expect "a kernel that panics and hangs" nonzero "$work/panic-hang" \
+	"^FAIL $mode boot the kernel panicked and QEMU did not exit" \
+	"^FAIL $mode probe_sleep not run" "^FAIL $mode probe_after not run" "^FAIL $mode test-run"
 
 # init's count against the result lines (the probes' boot above agreed).
 EXTRA_CMDLINE="pkvm.harness_miscount=1" INITRD=$work/count.cpio run "$work/miscount" "$TOP/scripts/boot.sh" "$mode" default "count-$mode"
