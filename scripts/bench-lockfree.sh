@@ -17,11 +17,27 @@
 # kernel, their difference, and the same with the world switches to the host
 # (timer ticks, whose rate follows TCG's wall time) factored out.
 #
+# Then contention (issue #43): both steps again, as kernels with hyp
+# events (the default config with 7.3's hyp trace clock fixed,
+# bench/hypclock/: 'default-cntpct' and 'default-cntpct-locked'; hyp events
+# need NVHE_EL2_DEBUG, so these are not the production config), one boot
+# per kernel and pKVM mode, running dirty_log_migrate_perf_test -I: every
+# vCPU writes its share of pages interleaved with the others' (so vCPUs
+# fault on one last-level table) while the host collects and clears the
+# log with the vCPUs in KVM_RUN, at LOCKFREE_CVCPUS vCPUs (4 on the guest's
+# 2 CPUs is oversubscribed), each run under hyp-expect wp_overlap: the
+# faults EL2 resolved while another CPU was in a write-protect call, and
+# those that waited (the locked step: found the VM's lock held; the
+# lock-free step: lost the exchange and went to the host).
+#
 # Results in bench/lockfree/<date>/: results.md, one bench-counts folder
-# per boot (<kernel>-<mode>/).
+# per boot (<kernel>-<mode>/), and contention-<kernel>-<mode>.{log,results}.
 #   LOCKFREE_MODES  pKVM modes (default: protected protected-nvhe)
 #   LOCKFREE_REPS   pairs of runs per cell (default 4)
 #   LOCKFREE_VCPUS  vCPU counts (default "1 2")
+#   LOCKFREE_CONTENTION  1 (default) to run the contention boots, 0 not
+#   LOCKFREE_CVCPUS vCPU counts of the contention runs (default "1 2 4")
+#   LOCKFREE_CREPS  contention runs per vCPU count (default 3)
 #   LOCKFREE_SEED   order seed (default: the time)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -30,17 +46,30 @@ MODES=${LOCKFREE_MODES:-"protected protected-nvhe"}
 REPS=${LOCKFREE_REPS:-4}
 VCPUS=${LOCKFREE_VCPUS:-"1 2"}
 SEED=${LOCKFREE_SEED:-$(date +%s)}
+CONT=${LOCKFREE_CONTENTION:-1}
+CVCPUS=${LOCKFREE_CVCPUS:-"1 2 4"}
+CREPS=${LOCKFREE_CREPS:-3}
 PATCH=$TOP/bench/lockfree/locked-fault-path.patch
+HYPCLOCK_FIX=$TOP/bench/hypclock/0001-KVM-arm64-Read-the-physical-counter-for-the-nVHE-hyp-trace-clock.patch
+CONT_ARGS="-s anonymous_hugetlb_2mb -b 32M -I -M bitmap -r 4 -t 50 -w 200"
 
 case "$REPS" in ''|*[!0-9]*|0) die "LOCKFREE_REPS must be a positive count, not '$REPS'" ;; esac
 for m in $MODES; do
 	case "$m" in protected|protected-nvhe) ;; *) die "LOCKFREE_MODES: '$m' is not a pKVM mode" ;; esac
 done
 for v in $VCPUS; do case "$v" in 1|2) ;; *) die "LOCKFREE_VCPUS: '$v' is not 1 or 2" ;; esac; done
+case "$CONT" in 0|1) ;; *) die "LOCKFREE_CONTENTION must be 0 or 1, not '$CONT'" ;; esac
+for v in $CVCPUS; do case "$v" in [1-8]) ;; *) die "LOCKFREE_CVCPUS: '$v' is not 1 to 8" ;; esac; done
+case "$CREPS" in ''|*[!0-9]*|0) die "LOCKFREE_CREPS must be a positive count, not '$CREPS'" ;; esac
 [ -f "$PATCH" ] || die "no $PATCH"
+[ -f "$HYPCLOCK_FIX" ] || die "no $HYPCLOCK_FIX"
 
 # The locked kernel: nodebug's objects rebuilt with the patch.
 "$TOP/scripts/build-patched-kernel.sh" nodebug nodebug-locked "$PATCH"
+if [ "$CONT" = 1 ]; then
+	"$TOP/scripts/build-patched-kernel.sh" default default-cntpct "$HYPCLOCK_FIX"
+	"$TOP/scripts/build-patched-kernel.sh" default default-cntpct-locked "$HYPCLOCK_FIX" "$PATCH"
+fi
 
 stamp=$(date -u +%Y-%m-%d-%H%M)
 out=$TOP/bench/lockfree/$stamp
@@ -54,12 +83,44 @@ while IFS=: read -r k mode; do
 		COUNTS_VCPUS="$VCPUS" COUNTS_FAST=1 COUNTS_TIME=0 COUNTS_LOCK=0 \
 		COUNTS_SEED="$SEED-$k" "$TOP/scripts/bench-counts.sh"
 done < "$out/order.txt"
+
+# Contention: one boot per kernel and mode, the runs in a seeded order.
+contention_list() {
+	local k=0 rep v
+	for rep in $(seq 1 "$CREPS"); do for v in $CVCPUS; do echo "$rep:$v"; done; done |
+		seeded_shuffle "$SEED-contention-$1" |
+		while IFS=: read -r rep v; do
+			echo "all w${k}_v${v}_${rep} 900 KVM_EAGER_SPLIT_CHUNK_SIZE=2M ./hyp-expect el2_faults=1 wp_overlap=0 -- ./dirty_log_migrate_perf_test $CONT_ARGS -v $v"
+			k=$((k + 1))
+		done
+}
+if [ "$CONT" = 1 ]; then
+	for mode in $MODES; do for k in default-cntpct default-cntpct-locked; do echo "$k:$mode"; done; done |
+		seeded_shuffle "$SEED-contention" > "$out/contention-order.txt"
+	while IFS=: read -r k mode; do
+		echo "== contention $k $mode ($(date -u +%H:%M:%S))"
+		list=$BUILD/contention-$k-$mode.list
+		contention_list "$k-$mode" > "$list"
+		MATRIX=$list LIST_PREFIX=contention- INITRAMFS_OUT=$BUILD/contention-initramfs.cpio \
+			"$TOP/scripts/mk-initramfs.sh" >/dev/null || die "mk-initramfs failed"
+		rc=0
+		INITRD=$BUILD/contention-initramfs.cpio BOOT_TIMEOUT=3600 \
+			"$TOP/scripts/boot.sh" "$mode" "$k" "contention-$mode" > "$out/contention-$k-$mode.results" 2>&1 || rc=$?
+		{
+			echo "# bench-lockfree contention: kernel $k, mode $mode, boot.sh exit status $rc"
+			cat "$BUILD/logs/$k-$mode-contention-$mode.log"
+		} > "$out/contention-$k-$mode.log"
+		cp "$list" "$out/contention-$k-$mode.list"
+		grep -E '^FAIL' "$out/contention-$k-$mode.results" || true
+	done < "$out/contention-order.txt"
+fi
 {
 	echo "date: $stamp (UTC); took $(( ($(date +%s) - start) / 60 )) min"
 	echo "machine: $(nproc) host cores, $(uname -m), QEMU $(qemu-system-aarch64 --version | head -1 | awk '{print $4}') TCG; guest (L1) -smp ${SMP:-2}"
 	echo "kernels: nodebug ($(git -C "$TREE" describe --always) on base $(git -C "$TREE" rev-parse --short base)) and nodebug-locked (the same with bench/lockfree/locked-fault-path.patch)"
+	[ "$CONT" = 0 ] || echo "contention kernels: default-cntpct and default-cntpct-locked (the default config, NVHE_EL2_DEBUG=y, with bench/hypclock/'s fix; the second also with the patch above); runs: dirty_log_migrate_perf_test $CONT_ARGS -v {$CVCPUS}, $CREPS each"
 	echo "seed: $SEED"
-	echo "command: make bench-lockfree LOCKFREE_MODES=\"$MODES\" LOCKFREE_REPS=$REPS LOCKFREE_VCPUS=\"$VCPUS\" LOCKFREE_SEED=$SEED"
+	echo "command: make bench-lockfree LOCKFREE_MODES=\"$MODES\" LOCKFREE_REPS=$REPS LOCKFREE_VCPUS=\"$VCPUS\" LOCKFREE_CONTENTION=$CONT LOCKFREE_CVCPUS=\"$CVCPUS\" LOCKFREE_CREPS=$CREPS LOCKFREE_SEED=$SEED"
 } > "$out/README.txt"
 /usr/bin/python3 "$TOP/scripts/lockfree-report.py" "$out"
 echo "bench-lockfree: results in $out ($(( ($(date +%s) - start) / 60 )) min)"

@@ -21,6 +21,16 @@ run -i 2) / (2 x 8192 pages x vCPUs), as bench-counts. Two comparisons:
    exit, common to both kernels (the world switch is the same code). The
    differences of the a's are given with their standard errors.
 
+Contention (issue #43), if DIR has contention-<kernel>-<mode>.log (the
+boots of 'default-cntpct', lock-free, and 'default-cntpct-locked', with hyp
+events): per run of dirty_log_migrate_perf_test -I (vCPUs writing
+interleaved pages while the host clears the log), from hyp-expect: the
+faults EL2 resolved, those that waited (the locked step: found the VM's
+lock held; the lock-free step: lost the exchange and went to the host),
+and those resolved while another CPU was in a write-protect call (with
+how many if spread evenly over time). A run counts only if boot.sh
+reported it PASS.
+
 Verdicts (issue #26): at 1 vCPU, the lock-free kernel within the noise of
 the locked one: their exit-free costs a differ by at most two standard
 errors of the difference (the medians' ranges are shown too, but a range
@@ -30,12 +40,61 @@ kernel's exit-free cost a[2] <= a[1] within two standard errors.
 import csv
 import math
 import os
+import re
 import statistics
 import sys
 
 PAGES = 8192
 KERNELS = ("nodebug-locked", "nodebug")
-LABEL = {"nodebug-locked": "VM's lock (before #26)", "nodebug": "lock-free (the series)"}
+LABEL = {"nodebug-locked": "locked step (patch 18)", "nodebug": "lock-free step (patch 20)"}
+CKERNELS = ("default-cntpct-locked", "default-cntpct")
+CLABEL = {"default-cntpct-locked": "locked", "default-cntpct": "lock-free"}
+START = re.compile(r"^# start (\S+)$")
+RESULT = re.compile(r"^(PASS|FAIL) \S+ (\S+)")
+HYP_FAULTS = re.compile(r"hyp-expect: \d+ blocks split at EL2, (\d+) write faults resolved at EL2")
+HYP_WAITED = re.compile(r"hyp-expect: (\d+) of the faults EL2 took waited")
+HYP_WP = re.compile(r"hyp-expect: (\d+) of the faults resolved at EL2 came during another CPU's "
+                    r"write-protect call \((\d+) calls; ([0-9.]+) if spread evenly\)")
+HOST = re.compile(r"Rounds: stage-2 faults resolved by the host: (\d+), at EL2: (\d+)")
+
+
+def contention(d, k, mode):
+    """Runs of one contention boot: {name: dict}, and the failed names."""
+    log = os.path.join(d, "contention-%s-%s.log" % (k, mode))
+    res = os.path.join(d, "contention-%s-%s.results" % (k, mode))
+    lst = os.path.join(d, "contention-%s-%s.list" % (k, mode))
+    if not os.path.exists(log):
+        return None, []
+    planned = [line.split()[1] for line in open(lst) if line.strip() and not line.startswith("#")]
+    passed = set()
+    for line in open(res):
+        m = RESULT.match(line)
+        if m and m.group(1) == "PASS":
+            passed.add(m.group(2))
+    runs, cur = {}, None
+    for line in open(log, errors="replace"):
+        line = line.rstrip()
+        m = START.match(line)
+        if m:
+            cur = runs.setdefault(m.group(1), {})
+            continue
+        if cur is None:
+            continue
+        for key, rx in (("el2", HYP_FAULTS), ("waited", HYP_WAITED), ("wp", HYP_WP), ("host", HOST)):
+            m = rx.search(line)
+            if m:
+                cur[key] = m.groups()
+    ok, failed = {}, []
+    for name in planned:
+        r = runs.get(name, {})
+        if name in passed and all(x in r for x in ("el2", "waited", "wp", "host")):
+            ok[name] = {"vcpus": int(name.split("_")[1][1:]), "el2": int(r["el2"][0]),
+                        "waited": int(r["waited"][0]), "wp": int(r["wp"][0]),
+                        "calls": int(r["wp"][1]), "even": float(r["wp"][2]),
+                        "host": int(r["host"][0])}
+        else:
+            failed.append(name)
+    return ok, failed
 
 
 def die(msg):
@@ -191,13 +250,70 @@ def main():
                                     mode, LABEL[k], a[(k, 2)][0], a[(k, 1)][0], ratio, dv, ds,
                                     "met" if ok else "missed"))
     md.append("")
+
+    crows, cverdicts, cfailed, cruns = [], [], [], 0
+    for mode in modes:
+        got = {}
+        for k in CKERNELS:
+            ok, failed = contention(d, k, mode)
+            if ok is None:
+                continue
+            got[k] = ok
+            cfailed += ["%s %s %s" % (k, mode, f) for f in failed]
+            cruns += len(ok)
+        for v in sorted({r["vcpus"] for ok in got.values() for r in ok.values()}):
+            for k in CKERNELS:
+                rs = [r for r in got.get(k, {}).values() if r["vcpus"] == v]
+                if not rs:
+                    continue
+                crows.append("| %s | %d | %s | %d | %s | %s (%s) | %s (%s) [%s] | %s |" % (
+                    mode, v, CLABEL[k], len(rs), rng([r["el2"] for r in rs]),
+                    rng([r["waited"] for r in rs]),
+                    rng([100.0 * r["waited"] / max(r["el2"], 1) for r in rs], "%.2f%%"),
+                    rng([r["wp"] for r in rs]),
+                    rng([100.0 * r["wp"] / max(r["el2"], 1) for r in rs], "%.1f%%"),
+                    rng([r["even"] for r in rs]),
+                    rng([r["host"] for r in rs])))
+            lk = [r for r in got.get("default-cntpct-locked", {}).values() if r["vcpus"] == v]
+            lf = [r for r in got.get("default-cntpct", {}).values() if r["vcpus"] == v]
+            if lk:
+                n = sum(1 for r in lk if r["waited"])
+                cverdicts.append("| %s | locked step, %d vCPU%s: faults that found the VM's lock held "
+                                 "(> 0 in every run: contention can be seen) | %d of %d runs; %s of the "
+                                 "faults | %s |" % (mode, v, "s" if v > 1 else "", n, len(lk),
+                                                    rng([100.0 * r["waited"] / max(r["el2"], 1) for r in lk], "%.2f%%"),
+                                                    "met" if n == len(lk) else "missed"))
+            if lk and lf:
+                a = statistics.median([r["wp"] / max(r["el2"], 1) for r in lk])
+                b = statistics.median([r["wp"] / max(r["el2"], 1) for r in lf])
+                cverdicts.append("| %s | %d vCPU%s: share of faults resolved during another CPU's "
+                                 "write-protect call, lock-free against locked (higher: the fault "
+                                 "does not wait for the write-protect) | %.1f%% against %.1f%% | %s |" % (
+                                     mode, v, "s" if v > 1 else "", 100 * b, 100 * a,
+                                     "met" if b > a else "missed"))
+    if crows:
+        md += ["## Contention: faults while the host clears the log", "",
+               "dirty_log_migrate_perf_test -I (vCPUs write interleaved pages, so they fault on one "
+               "last-level table, while the host runs KVM_GET_DIRTY_LOG + KVM_CLEAR_DIRTY_LOG with "
+               "the vCPUs in KVM_RUN), kernels with hyp events (NVHE_EL2_DEBUG=y: not the production "
+               "config), one boot per kernel and mode. Median (range) over the runs. \"Waited\": "
+               "locked step, the fault found the VM's lock held; lock-free step, it lost the "
+               "exchange and went to the host. In brackets: the faults expected during write-protect "
+               "calls if spread evenly over time.", "",
+               "| mode | vCPUs | step | runs | faults at EL2 | waited | during another CPU's "
+               "write-protect call | host-resolved (rounds) |",
+               "| --- | --- | --- | --- | --- | --- | --- | --- |"] + crows + [""]
+        if cfailed:
+            md += ["Failed or incomplete runs (not counted): " + ", ".join(cfailed), ""]
     tables_end = len(md)
+    verdicts += cverdicts
     if verdicts:
         md += ["## Verdicts", "", "| mode | measure | value | verdict |", "| --- | --- | --- | --- |"]
         md += verdicts
         md.append("")
     n = sum(len(v) for v in data.values())
-    md += ["## Pairs", "", "%d pairs in %d boots." % (n, len(data)), ""]
+    md += ["## Pairs", "", "%d pairs in %d boots%s." % (
+        n, len(data), "; %d contention runs" % cruns if crows else ""), ""]
     with open(os.path.join(d, "results.md"), "w") as f:
         f.write("\n".join(md))
     print("lockfree-report: wrote %s" % os.path.join(d, "results.md"))

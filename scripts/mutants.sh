@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mutants.sh [name...]: make mutants. For each bench/mutants/patches/<name>.patch
 # (all by default), build the default kernel with it (build-patched-kernel.sh),
-# boot its "Kill:" matrix line under QEMU in that line's mode, and record the
+# boot its "Kill:" matrix line under QEMU in that line's mode (with the
+# patch's "Qemu:" options, if it has that line), and record the
 # verdict: KILLED when the boot reports a FAIL (an assertion, a WARN or hyp
 # panic in the serial log, a hang), SURVIVED when everything passed, and
 # NOBUILD when the mutant does not build. Results in
@@ -28,6 +29,7 @@ for name in "${names[@]}"; do
 	kill=$(sed -n 's/^Kill: //p' "$patch" | head -1)
 	[ -n "$kill" ] || die "$patch has no Kill: line"
 	mode=${kill%% *}
+	qemu=$(sed -n 's/^Qemu: //p' "$patch" | head -1)
 	start=$(date +%s)
 	variant=mut-$name
 	if ! "$TOP/scripts/build-patched-kernel.sh" default "$variant" "$patch" > "$out/$name.build.txt" 2>&1; then
@@ -36,7 +38,7 @@ for name in "${names[@]}"; do
 		echo "$kill" > "$out/$name.list"
 		MATRIX="$out/$name.list" INITRAMFS_OUT="$BUILD/initramfs-mut.cpio" \
 			"$TOP/scripts/mk-initramfs.sh" > /dev/null || die "mk-initramfs failed for $name"
-		if INITRD="$BUILD/initramfs-mut.cpio" "$TOP/scripts/boot.sh" "$mode" "$variant" "$mode" \
+		if QEMU_EXTRA="$qemu" INITRD="$BUILD/initramfs-mut.cpio" "$TOP/scripts/boot.sh" "$mode" "$variant" "$mode" \
 			> "$out/$name.boot.txt" 2>&1; then
 			verdict=SURVIVED; survived=$((survived + 1))
 		else

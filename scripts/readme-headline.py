@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""readme-headline.py [RESULTS_DIR] [--readme README.md]: the README's
-headline figures, copied row by row from a `make bench` report.
+"""readme-headline.py [RESULTS_DIR] [--counts COUNTS_DIR] [--readme README.md]:
+the README's headline figures, copied row by row from generated reports.
 
 Takes the rows named in ROWS (by their first cell) from RESULTS_DIR's
-results.md (default: the newest bench/results/*/ that has one) and writes
-them, with the run and the kernel it measured, between "<!-- headline -->"
-and "<!-- /headline -->" in the README. A row that is missing is an error:
-nothing is written then.
+results.md (default: the newest bench/results/*/ that has one), and the
+returns from EL2 to the host per dirtied page (the elcount plugin's EL2→host
+row, which counts every return, not only the faults the host resolved) from
+COUNTS_DIR's counts.md (default: the newest bench/counts/*/ whose counts.md
+has that row for protected's fast path), and writes them, each source with
+its run, its run count and the kernel it measured, between
+"<!-- headline -->" and "<!-- /headline -->" in the README. A row that is
+missing is an error: nothing is written then.
 """
 import glob
 import os
@@ -16,31 +20,76 @@ import sys
 ROWS = [
     "protected split hypercalls per 2 MiB block (debug boots, hyp events)",
     "protected broadcast TLBIs per split 2 MiB block (counted at EL2) (debug boots, hyp events)",
-    "protected host exits per dirtied page in iteration 2 (fast path)",
+    "protected host-resolved stage-2 faults per dirtied page in iteration 2 (fast path)",
+    None,  # the returns to the host, from counts.md
     "protected stage-2 faults per block to touch every block again after logging off (restored in place) (debug boots, hyp events)",
-    "protected speed-up of the fast path over the host path, w100, 1 vCPU (report; expected > 1.5 at w100)",
+    "protected speed-up of the fast path over the host path, iteration 2, w100, 1 vCPU (report; expected > 1.5 at w100)",
 ]
+# counts.md: the row, and the columns of protected's fast and host paths.
+COUNTS_ROW = "EL2→host"
+COUNTS_COLS = ("protected, fast path (", "protected, host path (")
 
 
 def die(msg):
     sys.exit("readme-headline: " + msg)
 
 
+def table_rows(path):
+    """Every markdown table row of @path, as lists of cells."""
+    rows = []
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("|"):
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows
+
+
+def returns_row(path):
+    """(fast path, host path, pairs) of protected's EL2→host per dirtied
+    page in @path (a counts.md), or None if it has no such row."""
+    head = None
+    for cells in table_rows(path):
+        if cells and cells[0] == "per dirtied page":
+            head = cells
+        elif head and cells and cells[0] == COUNTS_ROW:
+            idx = []
+            for want in COUNTS_COLS:
+                i = [k for k, c in enumerate(head) if c.startswith(want)]
+                if not i:
+                    return None
+                idx.append(i[0])
+            pairs = re.search(r"\((\d+)\)$", head[idx[0]])
+            return cells[idx[0]], cells[idx[1]], pairs.group(1) if pairs else "?"
+    return None
+
+
+def kernel_of(d):
+    info = os.path.join(d, "README.txt")
+    if os.path.isfile(info):
+        for line in open(info, encoding="utf-8"):
+            if line.startswith("kernel:"):
+                return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
 def main(argv):
     readme = "README.md"
+    cdir = None
     args = []
     i = 0
     while i < len(argv):
-        if argv[i] == "--readme":
+        if argv[i] in ("--readme", "--counts"):
             if i + 1 >= len(argv):
-                die("--readme needs a path")
-            readme = argv[i + 1]
+                die(f"{argv[i]} needs a path")
+            if argv[i] == "--readme":
+                readme = argv[i + 1]
+            else:
+                cdir = argv[i + 1]
             i += 2
             continue
         args.append(argv[i])
         i += 1
     if len(args) > 1:
-        die("usage: readme-headline.py [RESULTS_DIR] [--readme README.md]")
+        die("usage: readme-headline.py [RESULTS_DIR] [--counts COUNTS_DIR] [--readme README.md]")
     if args:
         rdir = args[0]
     else:
@@ -53,27 +102,53 @@ def main(argv):
     if not os.path.isfile(res):
         die(f"no {res}")
     rows = {}
-    for line in open(res, encoding="utf-8"):
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 4 and line.startswith("|"):
+    for cells in table_rows(res):
+        if len(cells) >= 4:
             rows.setdefault(cells[0], cells)
-    kernel = "unknown"
-    info = os.path.join(rdir, "README.txt")
-    if os.path.isfile(info):
-        for line in open(info, encoding="utf-8"):
-            if line.startswith("kernel:"):
-                kernel = line.split(":", 1)[1].strip()
-    out = ["| figure (QEMU TCG, 5 boots per mode) | value [range] | target | |",
+    runs = re.search(r"^Runs: (.*?)\.?\s*$", open(res, encoding="utf-8").read(), re.M)
+    if not runs:
+        die(f"{res} has no Runs: line")
+    runs = runs.group(1)
+    m = re.match(r"(\d+) planned \(raw/\*\.list\), (\d+) ok, (\d+) failed \(.*?\); (.*)$", runs)
+    if m:
+        runs = f"{m.group(2)} of {m.group(1)} planned runs ok, {m.group(3)} failed; {m.group(4)}"
+    if cdir is None:
+        cands = sorted(d for d in glob.glob("bench/counts/*/")
+                       if os.path.isfile(os.path.join(d, "counts.md")) and
+                       returns_row(os.path.join(d, "counts.md")))
+        if not cands:
+            die("no bench/counts/*/counts.md with an EL2→host row for protected")
+        cdir = cands[-1]
+    cres = os.path.join(cdir, "counts.md")
+    if not os.path.isfile(cres):
+        die(f"no {cres}")
+    ret = returns_row(cres)
+    if not ret:
+        die(f"{cres} has no {COUNTS_ROW} row with columns {COUNTS_COLS}")
+    cruns = re.search(r"^(\d+) planned, (\d+) counted, (\d+) failed\.", open(cres, encoding="utf-8").read(), re.M)
+    if not cruns:
+        die(f"{cres} has no run count")
+    out = ["| figure (QEMU TCG) | value [range] | target | |",
            "| --- | --- | --- | --- |"]
     for name in ROWS:
+        if name is None:
+            out.append(f"| protected returns from EL2 to the host per dirtied page, fast path "
+                       f"(elcount plugin: world switches and hypercall returns, whatever the cause) | "
+                       f"{ret[0]}; host path {ret[1]} | report | reported |")
+            continue
         if name not in rows:
             die(f"{res} has no row '{name}'")
         c = rows[name]
         out.append(f"| {c[0]} | {c[1]} | {c[2]} | {c[3]} |")
     run = os.path.basename(os.path.normpath(rdir))
+    crun = os.path.basename(os.path.normpath(cdir))
+    r, c = rdir.rstrip("/"), cdir.rstrip("/")
     out.append("")
-    out.append(f"From [`{rdir.rstrip('/')}/results.md`]({rdir.rstrip('/')}/results.md) "
-               f"(run {run}; kernel {kernel}), by `scripts/readme-headline.py`.")
+    out.append(f"From [`{r}/results.md`]({r}/results.md) (run {run}: {runs}; "
+               f"kernel {kernel_of(rdir)}) but the returns row, from "
+               f"[`{c}/counts.md`]({c}/counts.md) (run {crun}: {cruns.group(2)} of "
+               f"{cruns.group(1)} planned runs counted, {ret[2]} pairs per cell, median "
+               f"(range); kernel {kernel_of(cdir)}); by `scripts/readme-headline.py`.")
     text = open(readme, encoding="utf-8").read()
     pat = re.compile(r"(<!-- headline -->\n).*?(<!-- /headline -->)", re.S)
     if not pat.search(text):
