@@ -77,7 +77,7 @@ bench-counts: initramfs
 # in scripts/bench-lockfree.sh.
 bench-lockfree: initramfs
 	@$(S)/bench-lockfree.sh
-	@/usr/bin/python3 $(S)/lockfree-report.py $$(ls -d bench/lockfree/*/ | tail -1) --readme docs/details.md
+	@/usr/bin/python3 $(S)/lockfree-report.py $$(ls -d bench/lockfree/20*/ | tail -1) --readme docs/details.md
 
 # Dirty logging shaped like a live migration: the guest keeps writing while
 # the log is collected and cleared in rounds, then the blackout; bitmap and

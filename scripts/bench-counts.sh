@@ -8,7 +8,7 @@
 # host resolves each fault), and in nvhe and vhe.
 #
 #  1. Counts: one boot per mode with the elcount TCG plugin
-#     (bench/plugin/). Each run is bracketed by two markers (elmark); a run
+#     (scripts/elcount/). Each run is bracketed by two markers (elmark); a run
 #     with -i 4 and one with -i 2 of the same cell, in the same boot, differ
 #     by two dirty iterations (16384 dirtied pages: the write fault, its
 #     resolution, and the get+clear of the log), so their difference over

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the elcount QEMU TCG plugin (bench/plugin/elcount.c) into
+# Build the elcount QEMU TCG plugin (scripts/elcount/elcount.c) into
 # build/plugin/libelcount.so, for the QEMU the harness runs on: Debian's
 # qemu-system-arm 1:10.0.2+ds-2+deb13u1~bpo12+1 (plugin API version 4).
 # That package ships no qemu-plugin.h, so the header is taken from Debian's
@@ -8,7 +8,7 @@
 # extracted, into build/plugin/include, and it is never committed.
 #
 #   scripts/build-plugin.sh          build (idempotent)
-#   scripts/build-plugin.sh --check  build, then run bench/plugin/selftest.S
+#   scripts/build-plugin.sh --check  build, then run scripts/elcount/selftest.S
 #                                    under QEMU with the plugin and compare
 #                                    its counts with the expected ones
 set -euo pipefail
@@ -25,7 +25,7 @@ QTAR_SHA=${QEMU_ORIG_SHA256:-0901da33844a331bf8b3602b9c1fbd178e60b737c8e3ade6782
 QHDR_SHA=${QEMU_PLUGIN_H_SHA256:-ceca12f3ba448340b38223617b1c66d7b92e0e0d78687d1e108c42287542836e}
 POOL=${QEMU_POOL:-https://deb.debian.org/debian/pool/main/q/qemu}
 
-SRC=$TOP/bench/plugin
+SRC=$TOP/scripts/elcount
 OUT=$BUILD/plugin
 INC=$OUT/include
 HDR=$INC/qemu/qemu-plugin.h
@@ -94,7 +94,7 @@ fi
 # --check: a bare-metal program that starts at EL2 (virt,virtualization=on),
 # runs known numbers of instructions at EL2, EL1 (lower and upper half) and
 # EL0, issues one broadcast and one local TLBI, marks two snapshots and
-# powers off through PSCI. bench/plugin/selftest.S derives every number.
+# powers off through PSCI. scripts/elcount/selftest.S derives every number.
 need "${CROSS}as" "${CROSS}ld" qemu-system-aarch64 flock timeout
 "${CROSS}as" -o "$OUT/selftest.o" "$SRC/selftest.S" || die "assembling selftest.S failed"
 "${CROSS}ld" -nostdlib -Ttext=0x40200000 -e _start -o "$OUT/selftest.elf" "$OUT/selftest.o" ||

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * elmark - execute the elcount plugin's marker (bench/plugin/README.md).
+ * elmark - execute the elcount plugin's marker (scripts/elcount/README.md).
  *
  *   elmark TAG
  *
