@@ -13,6 +13,11 @@
  * are copied, and the destination must match the guest's memory word for
  * word.
  *
+ * With -I the vCPUs' pages interleave (vCPU i writes pages i, i + n,
+ * i + 2n, ... of the whole region) instead of each writing its own range:
+ * every vCPU faults on the same last-level tables, which KVM_CLEAR_DIRTY_LOG
+ * write-protects under them.
+ *
  * Reported: the guest's write rate during each round against its rate
  * before logging was turned on (how much tracking slows it down), each
  * round's collection time (the kick and drain of every vCPU included), the
@@ -45,26 +50,30 @@ struct params {
 	int round_ms;
 	int rate_ms;
 	u32 ring_entries;	/* -R: this many, and the ring must fill */
+	bool interleave;	/* -I */
 };
 
 /* Shared with the guest. */
 static u64 guest_page_size;
 static u64 guest_pages_per_vcpu;
+static u64 guest_nr_vcpus;
+static bool guest_interleave;
 static u64 guest_written[KVM_MAX_VCPUS];
 static bool guest_stop;
 
 static void guest_code(u32 idx)
 {
-	u64 base = TEST_GVA + idx * guest_pages_per_vcpu * guest_page_size;
+	u64 first = guest_interleave ? idx : idx * guest_pages_per_vcpu;
+	u64 stride = guest_interleave ? guest_nr_vcpus : 1;
 	u64 words = guest_page_size / sizeof(u64);
-	u64 pass = 0, val = (u64)idx << 48, i;
+	u64 pass = 0, val = (u64)idx << 48, i, gva;
 
 	for (;;) {
 		for (i = 0; i < guest_pages_per_vcpu; i++) {
 			if (READ_ONCE(guest_stop))
 				GUEST_SYNC(0);
-			WRITE_ONCE(*(u64 *)(base + i * guest_page_size +
-					    (pass % words) * sizeof(u64)), ++val);
+			gva = TEST_GVA + (first + i * stride) * guest_page_size;
+			WRITE_ONCE(*(u64 *)(gva + (pass % words) * sizeof(u64)), ++val);
 			WRITE_ONCE(guest_written[idx], guest_written[idx] + 1);
 		}
 		pass++;
@@ -297,6 +306,10 @@ static void create_vm(void)
 
 	sync_global_to_guest(vm, guest_page_size);
 	sync_global_to_guest(vm, guest_pages_per_vcpu);
+	guest_nr_vcpus = p.nr_vcpus;
+	guest_interleave = p.interleave;
+	sync_global_to_guest(vm, guest_nr_vcpus);
+	sync_global_to_guest(vm, guest_interleave);
 	written = addr_gva2hva(vm, (gva_t)guest_written);
 	stop = addr_gva2hva(vm, (gva_t)&guest_stop);
 
@@ -393,7 +406,7 @@ static void run(void)
 static void help(const char *name, int status)
 {
 	printf("usage: %s [-v vcpus] [-b bytes per vCPU] [-s mem type] [-M bitmap|ring]\n"
-	       "          [-r rounds] [-t ms] [-w ms] [-R entries]\n"
+	       "          [-r rounds] [-t ms] [-w ms] [-R entries] [-I]\n"
 	       " -v: vCPUs (default 1)\n"
 	       " -b: memory each vCPU writes, e.g. 32M (default 32M)\n"
 	       " -M: bitmap (KVM_GET_DIRTY_LOG + KVM_CLEAR_DIRTY_LOG, manual\n"
@@ -402,7 +415,9 @@ static void help(const char *name, int status)
 	       " -t: shortest round, in ms (default 50)\n"
 	       " -w: how long the guest's write rate is measured, in ms (default 200)\n"
 	       " -R: entries of each dirty ring, a power of 2 (with -M ring; default:\n"
-	       "     two passes' worth); the rings must then fill at least once\n",
+	       "     two passes' worth); the rings must then fill at least once\n"
+	       " -I: the vCPUs write interleaved pages (vCPU i: pages i, i + vcpus,\n"
+	       "     ...), so they fault on the same last-level tables\n",
 	       name);
 	backing_src_help("-s");
 	exit(status);
@@ -428,7 +443,7 @@ int main(int argc, char *argv[])
 		.nr_vcpus = 1, .vcpu_bytes = 32 << 20, .src = VM_MEM_SRC_ANONYMOUS,
 		.log = LOG_BITMAP, .rounds = 4, .round_ms = 50, .rate_ms = 200,
 	};
-	while ((opt = getopt(argc, argv, "hv:b:s:M:r:t:w:R:")) != -1) {
+	while ((opt = getopt(argc, argv, "hv:b:s:M:r:t:w:R:I")) != -1) {
 		switch (opt) {
 		case 'v':
 			p.nr_vcpus = arg("-v", optarg, 1, KVM_MAX_VCPUS);
@@ -465,6 +480,9 @@ int main(int argc, char *argv[])
 				exit(KSFT_FAIL);
 			}
 			break;
+		case 'I':
+			p.interleave = true;
+			break;
 		case 'h':
 			help(argv[0], 0);
 			break;
@@ -476,9 +494,10 @@ int main(int argc, char *argv[])
 		    !(p.vcpu_bytes % get_backing_src_pagesz(p.src)),
 		    "-b must be a multiple of the backing page size");
 
-	pr_info("%s log, %d vCPUs, %lu MiB each, %s\n",
+	pr_info("%s log, %d vCPUs, %lu MiB each%s, %s\n",
 		p.log == LOG_RING ? "ring" : "bitmap", p.nr_vcpus,
-		p.vcpu_bytes >> 20, vm_mem_backing_src_alias(p.src)->name);
+		p.vcpu_bytes >> 20, p.interleave ? " (interleaved pages)" : "",
+		vm_mem_backing_src_alias(p.src)->name);
 	if (p.ring_entries && p.log != LOG_RING) {
 		fprintf(stderr, "-R needs -M ring\n");
 		exit(KSFT_FAIL);
