@@ -35,7 +35,10 @@
 #   LOCKFREE_MODES  pKVM modes (default: protected protected-nvhe)
 #   LOCKFREE_REPS   pairs of runs per cell (default 4)
 #   LOCKFREE_VCPUS  vCPU counts (default "1 2")
+#   LOCKFREE_COUNTS 1 (default) to run the counts boots, 0 not
 #   LOCKFREE_CONTENTION  1 (default) to run the contention boots, 0 not
+#   LOCKFREE_OUT    results folder (default: a new bench/lockfree/<date>/;
+#                   an existing run's, to add the boots not run there)
 #   LOCKFREE_CVCPUS vCPU counts of the contention runs (default "1 2 4")
 #   LOCKFREE_CREPS  contention runs per vCPU count (default 3)
 #   LOCKFREE_SEED   order seed (default: the time)
@@ -47,6 +50,7 @@ REPS=${LOCKFREE_REPS:-4}
 VCPUS=${LOCKFREE_VCPUS:-"1 2"}
 SEED=${LOCKFREE_SEED:-$(date +%s)}
 CONT=${LOCKFREE_CONTENTION:-1}
+COUNTS=${LOCKFREE_COUNTS:-1}
 CVCPUS=${LOCKFREE_CVCPUS:-"1 2 4"}
 CREPS=${LOCKFREE_CREPS:-3}
 PATCH=$TOP/bench/lockfree/locked-fault-path.patch
@@ -59,25 +63,29 @@ for m in $MODES; do
 done
 for v in $VCPUS; do case "$v" in 1|2) ;; *) die "LOCKFREE_VCPUS: '$v' is not 1 or 2" ;; esac; done
 case "$CONT" in 0|1) ;; *) die "LOCKFREE_CONTENTION must be 0 or 1, not '$CONT'" ;; esac
+case "$COUNTS" in 0|1) ;; *) die "LOCKFREE_COUNTS must be 0 or 1, not '$COUNTS'" ;; esac
+[ "$COUNTS$CONT" != 00 ] || die "LOCKFREE_COUNTS and LOCKFREE_CONTENTION are both 0: nothing to run"
 for v in $CVCPUS; do case "$v" in [1-8]) ;; *) die "LOCKFREE_CVCPUS: '$v' is not 1 to 8" ;; esac; done
 case "$CREPS" in ''|*[!0-9]*|0) die "LOCKFREE_CREPS must be a positive count, not '$CREPS'" ;; esac
 [ -f "$PATCH" ] || die "no $PATCH"
 [ -f "$HYPCLOCK_FIX" ] || die "no $HYPCLOCK_FIX"
 
 # The locked kernel: nodebug's objects rebuilt with the patch.
-"$TOP/scripts/build-patched-kernel.sh" nodebug nodebug-locked "$PATCH"
+[ "$COUNTS" = 0 ] || "$TOP/scripts/build-patched-kernel.sh" nodebug nodebug-locked "$PATCH"
 if [ "$CONT" = 1 ]; then
 	"$TOP/scripts/build-patched-kernel.sh" default default-cntpct "$HYPCLOCK_FIX"
 	"$TOP/scripts/build-patched-kernel.sh" default default-cntpct-locked "$HYPCLOCK_FIX" "$PATCH"
 fi
 
 stamp=$(date -u +%Y-%m-%d-%H%M)
-out=$TOP/bench/lockfree/$stamp
+out=${LOCKFREE_OUT:-$TOP/bench/lockfree/$stamp}
 mkdir -p "$out"
+out=$(realpath "$out")
 start=$(date +%s)
-for mode in $MODES; do for k in nodebug nodebug-locked; do echo "$k:$mode"; done; done |
+[ "$COUNTS" = 0 ] ||
+	for mode in $MODES; do for k in nodebug nodebug-locked; do echo "$k:$mode"; done; done |
 	seeded_shuffle "$SEED-lockfree" > "$out/order.txt"
-while IFS=: read -r k mode; do
+[ "$COUNTS" = 0 ] || while IFS=: read -r k mode; do
 	echo "== $k $mode ($(date -u +%H:%M:%S))"
 	COUNTS_OUT=$out/$k-$mode COUNTS_MODES=$mode COUNTS_VARIANT=$k COUNTS_REPS=$REPS \
 		COUNTS_VCPUS="$VCPUS" COUNTS_FAST=1 COUNTS_TIME=0 COUNTS_LOCK=0 \
@@ -114,13 +122,15 @@ if [ "$CONT" = 1 ]; then
 		grep -E '^FAIL' "$out/contention-$k-$mode.results" || true
 	done < "$out/contention-order.txt"
 fi
+about=$out/README.txt
+[ "$COUNTS" = 1 ] || { about=$out/README-contention.txt; echo "(contention boots added to this run)" > "$about"; }
 {
 	echo "date: $stamp (UTC); took $(( ($(date +%s) - start) / 60 )) min"
 	echo "machine: $(nproc) host cores, $(uname -m), QEMU $(qemu-system-aarch64 --version | head -1 | awk '{print $4}') TCG; guest (L1) -smp ${SMP:-2}"
 	echo "kernels: nodebug ($(git -C "$TREE" describe --always) on base $(git -C "$TREE" rev-parse --short base)) and nodebug-locked (the same with bench/lockfree/locked-fault-path.patch)"
 	[ "$CONT" = 0 ] || echo "contention kernels: default-cntpct and default-cntpct-locked (the default config, NVHE_EL2_DEBUG=y, with bench/hypclock/'s fix; the second also with the patch above); runs: dirty_log_migrate_perf_test $CONT_ARGS -v {$CVCPUS}, $CREPS each"
 	echo "seed: $SEED"
-	echo "command: make bench-lockfree LOCKFREE_MODES=\"$MODES\" LOCKFREE_REPS=$REPS LOCKFREE_VCPUS=\"$VCPUS\" LOCKFREE_CONTENTION=$CONT LOCKFREE_CVCPUS=\"$CVCPUS\" LOCKFREE_CREPS=$CREPS LOCKFREE_SEED=$SEED"
-} > "$out/README.txt"
+	echo "command: make bench-lockfree LOCKFREE_COUNTS=$COUNTS LOCKFREE_MODES=\"$MODES\" LOCKFREE_REPS=$REPS LOCKFREE_VCPUS=\"$VCPUS\" LOCKFREE_CONTENTION=$CONT LOCKFREE_CVCPUS=\"$CVCPUS\" LOCKFREE_CREPS=$CREPS LOCKFREE_SEED=$SEED"
+} >> "$about"
 /usr/bin/python3 "$TOP/scripts/lockfree-report.py" "$out"
 echo "bench-lockfree: results in $out ($(( ($(date +%s) - start) / 60 )) min)"

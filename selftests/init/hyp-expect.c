@@ -328,9 +328,13 @@ static int setup(void)
 		fprintf(stderr, "hyp-expect: no %s (CONFIG_NVHE_EL2_TRACING)\n", HYP);
 		return -1;
 	}
-	/* Off and empty, the buffer is unloaded: only then can it be resized. */
+	/*
+	 * Off and empty, the buffer is unloaded: only then can it be resized.
+	 * wp_overlap also traces every entry to EL2: 4 vCPUs on 2 CPUs lost
+	 * events with 2 MiB per CPU.
+	 */
 	if (write_str(HYP "/tracing_on", "0") || write_str(HYP "/trace", "0") ||
-	    write_str(HYP "/buffer_size_kb", "2048") ||
+	    write_str(HYP "/buffer_size_kb", wp_overlap ? "8192" : "2048") ||
 	    write_str(HYP "/events/enable", "0"))
 		return -1;
 	for (i = 0; i < ARRAY_SIZE(events); i++) {
