@@ -38,7 +38,10 @@ def runs(top):
         # A run counted as failed without a "FAILED at seed" line of its own
         # (it crashed or timed out) is a failure too.
         failed += [("(no verdict)", -1)] * max(0, lost - len(failed))
-        out.append((d, passed, failed))
+        kernel = os.path.join(top, d, "kernel.txt")
+        kern = (open(kernel).read().strip().replace("kernel: ", "kernel ")
+                if os.path.isfile(kernel) else "kernel not recorded (runs before 2026-12-07)")
+        out.append((d, passed, failed, kern))
     return out
 
 
@@ -48,11 +51,11 @@ def main(top, readme):
         sys.exit(f"fuzz-report: no run with a summary.txt under {top}")
     lines = []
     best = None
-    for d, passed, failed in found:
+    for d, passed, failed, kern in found:
         steps = sum(p[2] for p in passed)
         raw = sum(p[3] for p in passed)
         lines.append(f"- `{os.path.join(top, d)}`: {len(passed)} sequence(s) passed "
-                     f"({steps} steps, {raw} raw hostile calls), {len(failed)} failed" +
+                     f"({steps} steps, {raw} raw hostile calls), {len(failed)} failed, {kern}" +
                      "".join(f"; FAILED seed {s} at step {n}" if n >= 0 else
                              "; a run crashed or timed out" for s, n in failed))
         for p in passed:

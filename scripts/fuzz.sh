@@ -32,6 +32,7 @@ for mode in protected protected-nvhe; do
 	done
 done
 cp "$list" "$out/fuzz.list"
+echo "kernel: default, $(git -C "$TREE" describe --always) on base $(git -C "$TREE" rev-parse --short base)" > "$out/kernel.txt"
 MATRIX=$list INITRAMFS_OUT=$BUILD/fuzz-initramfs.cpio "$TOP/scripts/mk-initramfs.sh" >/dev/null ||
 	die "mk-initramfs failed"
 
