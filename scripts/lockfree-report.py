@@ -49,13 +49,22 @@ KERNELS = ("nodebug-locked", "nodebug")
 LABEL = {"nodebug-locked": "locked step (patch 18)", "nodebug": "lock-free step (patch 20)"}
 CKERNELS = ("default-cntpct-locked", "default-cntpct")
 CLABEL = {"default-cntpct-locked": "locked", "default-cntpct": "lock-free"}
-START = re.compile(r"^# start (\S+)$")
 RESULT = re.compile(r"^(PASS|FAIL) \S+ (\S+)")
-HYP_FAULTS = re.compile(r"hyp-expect: \d+ blocks split at EL2, (\d+) write faults resolved at EL2")
-HYP_WAITED = re.compile(r"hyp-expect: (\d+) of the faults EL2 took waited")
-HYP_WP = re.compile(r"hyp-expect: (\d+) of the faults resolved at EL2 came during another CPU's "
-                    r"write-protect call \((\d+) calls; ([0-9.]+) if spread evenly\)")
 HOST = re.compile(r"Rounds: stage-2 faults resolved by the host: (\d+), at EL2: (\d+)")
+
+
+def _counts_report():
+    """bench-counts' report module: the serial log's line formats are its."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "counts_report", os.path.join(os.path.dirname(os.path.abspath(__file__)), "counts-report.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_CR = _counts_report()
+START, HYP_FAULTS, HYP_WAITED, HYP_WP = _CR.START, _CR.HYP_FAULTS, _CR.HYP_WAITED, _CR.HYP_WP
 
 
 def contention(d, k, mode):

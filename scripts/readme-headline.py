@@ -71,6 +71,23 @@ def kernel_of(d):
     return "unknown"
 
 
+def newest(top, name, ok=None, what=""):
+    """The newest run folder under top whose file name exists (and passes ok)."""
+    dirs = sorted(d for d in glob.glob(top + "/*/")
+                  if os.path.isfile(os.path.join(d, name)) and
+                  (ok is None or ok(os.path.join(d, name))))
+    if not dirs:
+        die(f"no {top}/*/{name} {what}".rstrip())
+    return dirs[-1]
+
+
+def checked(d, name):
+    path = os.path.join(d, name)
+    if not os.path.isfile(path):
+        die(f"no {path}")
+    return path
+
+
 def main(argv):
     readme = "README.md"
     cdir = None
@@ -90,17 +107,8 @@ def main(argv):
         i += 1
     if len(args) > 1:
         die("usage: readme-headline.py [RESULTS_DIR] [--counts COUNTS_DIR] [--readme README.md]")
-    if args:
-        rdir = args[0]
-    else:
-        dirs = sorted(d for d in glob.glob("bench/results/*/")
-                      if os.path.isfile(os.path.join(d, "results.md")))
-        if not dirs:
-            die("no bench/results/*/results.md")
-        rdir = dirs[-1]
-    res = os.path.join(rdir, "results.md")
-    if not os.path.isfile(res):
-        die(f"no {res}")
+    rdir = args[0] if args else newest("bench/results", "results.md")
+    res = checked(rdir, "results.md")
     rows = {}
     for cells in table_rows(res):
         if len(cells) >= 4:
@@ -113,15 +121,8 @@ def main(argv):
     if m:
         runs = f"{m.group(2)} of {m.group(1)} planned runs ok, {m.group(3)} failed; {m.group(4)}"
     if cdir is None:
-        cands = sorted(d for d in glob.glob("bench/counts/*/")
-                       if os.path.isfile(os.path.join(d, "counts.md")) and
-                       returns_row(os.path.join(d, "counts.md")))
-        if not cands:
-            die("no bench/counts/*/counts.md with an EL2→host row for protected")
-        cdir = cands[-1]
-    cres = os.path.join(cdir, "counts.md")
-    if not os.path.isfile(cres):
-        die(f"no {cres}")
+        cdir = newest("bench/counts", "counts.md", returns_row, "with an EL2→host row for protected")
+    cres = checked(cdir, "counts.md")
     ret = returns_row(cres)
     if not ret:
         die(f"{cres} has no {COUNTS_ROW} row with columns {COUNTS_COLS}")
