@@ -524,9 +524,13 @@ def main(outdir, readme=None):
                             f"{med(per):.3f} [{min(per):.3f}–{max(per):.3f}]", "≤ 1/8 = 0.125",
                             "met" if max(per) <= 0.125 + 1e-9 else "missed"))
         # Every 64-page word of the slot is cleared once per iteration (at
-        # most); split_wp=0: the same with pkvm_split_wrprotect=N.
-        for wp, what, goal in ((1, " (write-protect and split; words = pages/64 per clear)",
-                                "≤ 1"),
+        # most). Since v4 the split only splits: a clear splits its window
+        # (one call per SPLIT_BATCH blocks, at most one per 64 words), then
+        # write-protects each word (one call): at most 1 + 1/64 per word
+        # (v3's one combined call, <= 1, was dropped with its switch).
+        # split_wp=0: runs of a kernel with v3's switch off, if any.
+        for wp, what, goal in ((1, " (write-protect, plus the window's split; words = pages/64 per clear)",
+                                "≤ 1 + 1/64 = 1.016"),
                                (0, ", two-step path (kvm.pkvm_split_wrprotect=0), w10, 1 vCPU",
                                 "report")):
             rs, src = rep.counted("wrprotect_hcalls", mode=mode, split="2M", split_wp=wp)
@@ -536,7 +540,7 @@ def main(outdir, readme=None):
             per = [(r["wrprotect_hcalls"] + r["split_hcalls"]) /
                    (r["mem_pages"] / 64 * r["iterations"]) for r in rs]
             verdict_ = ("reported" if goal == "report" else
-                        "met" if max(per) <= 1 + 1e-9 else "missed")
+                        "met" if max(per) <= 1 + 1 / 64 + 1e-9 else "missed")
             facts[(mode, "words", wp)] = per
             targets.append((f"{mode} hypercalls per KVM_CLEAR_DIRTY_LOG word{what}{src}",
                             f"{med(per):.3f} [{min(per):.3f}–{max(per):.3f}]", goal, verdict_))
