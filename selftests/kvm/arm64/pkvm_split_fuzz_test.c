@@ -51,6 +51,8 @@ struct fuzz {
 	struct raw_vm pvm;
 	bool live, manual, logging, pvm_live, fast, masks, topup_failed;
 	u64 seed, step, rng, secpt, ops[16], raw_calls, two_vcpu_passes;
+	/* Overlap steps: host calls made while the guest pass still ran. */
+	u64 host_ops, host_ops_during, written_cleared, written_harvested;
 	/* EL2's stage-2 of the data slot after the last step: bit per page. */
 	u64 mapped[MAX_PAGES / 64], writable[MAX_PAGES / 64];
 	const char *op;
@@ -61,7 +63,7 @@ static struct fuzz fz;
 
 enum {
 	FZ_WRITE, FZ_READ, FZ_LOG, FZ_CLEAR, FZ_GET, FZ_MOVE, FZ_DELETE,
-	FZ_MPROTECT, FZ_KNOBS, FZ_TOPUP, FZ_NEW_VM, FZ_RAW, FZ_PVM, FZ_NR,
+	FZ_MPROTECT, FZ_KNOBS, FZ_TOPUP, FZ_NEW_VM, FZ_RAW, FZ_PVM, FZ_OVERLAP, FZ_NR,
 };
 
 static const char * const fz_names[FZ_NR] = {
@@ -69,10 +71,11 @@ static const char * const fz_names[FZ_NR] = {
 	"get the dirty log", "move the slot and back", "delete and re-create the slot",
 	"mprotect read-only and back", "flip the pKVM knobs", "clear with a failing top-up",
 	"new VM", "raw hostile calls", "start or stop a protected VM",
+	"host log calls during a two-vCPU write pass",
 };
 
 /* Relative weights: guest passes and the log most often. */
-static const u64 fz_weight[FZ_NR] = { 6, 3, 3, 5, 3, 1, 1, 1, 1, 1, 1, 3, 1 };
+static const u64 fz_weight[FZ_NR] = { 6, 3, 3, 5, 3, 1, 1, 1, 1, 1, 1, 3, 1, 3 };
 
 static u64 fz_rand(void)
 {
@@ -318,6 +321,153 @@ static void fz_check_pass(int cmd, u64 first, u64 last, u64 stride, u64 offset, 
 		    fz.op, faults, pass_faults.el2);
 }
 
+/* The write pass of an overlap step, in its own thread. */
+struct fz_pass {
+	u64 first, last, stride, offset, faults;
+	u8 seed;
+	bool done;
+};
+
+static void *fz_pass_thread(void *arg)
+{
+	struct fz_pass *p = arg;
+
+	p->faults = guest_write(&fz.t, .first = p->first, .last = p->last,
+				.stride = p->stride, .offset = p->offset, .seed = p->seed);
+	__atomic_store_n(&p->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * A write pass on both vCPUs (each every other page: they fault in the
+ * same last-level tables) while the host, from this thread, harvests or
+ * clears the log until the pass ends: KVM_GET_DIRTY_LOG without
+ * manual-protect, KVM_CLEAR_DIRTY_LOG of random ranges with it. The host
+ * calls' randomness has its own generator, so that how many ran does not
+ * change the sequence. A page can be write-protected again while the
+ * guest is inside it, and the rest of its words fault again: a page may be
+ * logged, and fault, more than once in one pass. No write may be lost
+ * whatever the interleaving:
+ * - without manual-protect, every page dirty before the pass or written
+ *   by it is harvested at least once, and no other page ever;
+ * - with manual-protect, the final log of a page no clear covered is
+ *   exactly "dirty before or written"; a page a clear covered and the pass
+ *   did not write is clean; a page both cleared and written may be either,
+ *   and the model takes the log's word for it, so that fz_check_el2() then
+ *   checks that EL2 maps it read-only if it is clean (its next write would
+ *   be logged).
+ * The pass takes at least a fault per page it writes that was not
+ * writable before it.
+ */
+static void fz_overlap(void)
+{
+	struct test_vm *t = &fz.t;
+	struct fz_pass p = { .stride = 1 + fz_below(4) };
+	unsigned long *seen, *hits2, *before, *cleared;
+	u64 rng = fz_rand() | 1, i, nr = 0, need = 0, pages = 0;
+	u64 first, n, bytes = BITS_TO_LONGS(t->npages) * sizeof(long);
+	pthread_t thread;
+	bool during;
+
+	p.first = fz_below(t->npages);
+	p.last = p.first + 1 + fz_below(t->npages - p.first);
+	p.offset = fz_below(p.stride);
+	p.seed = 2 + fz_below(250);
+	seen = calloc(1, bytes);
+	hits2 = calloc(1, bytes);
+	before = calloc(1, bytes);
+	cleared = calloc(1, bytes);
+	TEST_ASSERT(seen && hits2 && before && cleared, "overlap: no memory");
+	memcpy(before, t->expect, bytes);
+	for (i = p.first + p.offset; i < p.last; i += p.stride) {
+		need += fz.masks && !fz_bit(fz.writable, i);
+		pages++;
+	}
+
+	t->pass_vcpus = 2;
+	fz.two_vcpu_passes++;
+	pthread_create(&thread, NULL, fz_pass_thread, &p);
+	do {
+		during = !__atomic_load_n(&p.done, __ATOMIC_ACQUIRE);
+		rng ^= rng >> 12;
+		rng ^= rng << 25;
+		rng ^= rng >> 27;
+		if (fz.manual) {
+			u64 r = rng * 0x2545f4914f6cdd1dULL;
+
+			first = 64 * ((r >> 8) % (t->npages / 64));
+			n = 64 * (1 + (r >> 32) % ((t->npages - first) / 64));
+			bitmap_zero(t->bitmap, t->npages);
+			for (i = 0; i < n; i++) {
+				__set_bit(i, t->bitmap);
+				__set_bit(first + i, cleared);
+			}
+			kvm_vm_clear_dirty_log(t->vm, DATA_SLOT, t->bitmap, first, n);
+		} else {
+			kvm_vm_get_dirty_log(t->vm, DATA_SLOT, t->bitmap);
+			for (i = 0; i < t->npages; i++) {
+				if (!test_bit(i, t->bitmap))
+					continue;
+				if (test_bit(i, seen))
+					__set_bit(i, hits2);
+				__set_bit(i, seen);
+			}
+		}
+		nr++;
+		fz.host_ops++;
+		fz.host_ops_during += during;
+	} while (during);
+	pthread_join(thread, NULL);
+	t->pass_vcpus = 1;
+
+	kvm_vm_get_dirty_log(t->vm, DATA_SLOT, t->bitmap);
+	for (i = 0; i < t->npages; i++) {
+		bool written = i >= p.first + p.offset && i < p.last &&
+			       !((i - p.first - p.offset) % p.stride);
+		bool dirty = test_bit(i, before) || written, log = test_bit(i, t->bitmap);
+
+		if (!fz.manual) {
+			/* This last get harvests too. */
+			if (log) {
+				if (test_bit(i, seen))
+					__set_bit(i, hits2);
+				__set_bit(i, seen);
+			}
+			TEST_ASSERT(test_bit(i, seen) == dirty,
+				    "overlap, %lu gets: page %lu %s, harvested %s", nr, i,
+				    written ? "written" : test_bit(i, before) ? "dirty before" :
+				    "clean and not written",
+				    test_bit(i, seen) ? "at least once" : "never");
+			fz.written_harvested += written && test_bit(i, hits2);
+			__clear_bit(i, t->expect);
+		} else if (!test_bit(i, cleared)) {
+			TEST_ASSERT(log == dirty,
+				    "overlap, %lu clears: page %lu, no clear, %s, log %d", nr, i,
+				    written ? "written" : test_bit(i, before) ? "dirty before" :
+				    "clean and not written", log);
+		} else if (!written) {
+			TEST_ASSERT(!log,
+				    "overlap, %lu clears: page %lu cleared, not written, dirty",
+				    nr, i);
+			__clear_bit(i, t->expect);
+		} else if (!log) {
+			/* Written, then cleared: EL2 must map it read-only (fz_check_el2()). */
+			__clear_bit(i, t->expect);
+			fz.written_cleared++;
+		}
+	}
+	TEST_ASSERT(p.faults >= need,
+		    "overlap, %lu host calls: %lu faults (%lu at EL2) for %lu pages written, %lu of them not writable before",
+		    nr, p.faults, pass_faults.el2, pages, need);
+	TEST_ASSERT(!pass_faults.el2 || fz.fast,
+		    "overlap: %lu faults resolved at EL2 in a VM created with the fast path off",
+		    pass_faults.el2);
+	free(seen);
+	free(hits2);
+	free(before);
+	free(cleared);
+}
+
 static void fz_step(int op)
 {
 	struct test_vm *t = &fz.t;
@@ -414,6 +564,10 @@ static void fz_step(int op)
 		if (pkvm)
 			fz_toggle_pvm();
 		break;
+	case FZ_OVERLAP:
+		if (fz.logging)
+			fz_overlap();
+		break;
 	}
 }
 
@@ -458,8 +612,11 @@ static void test_random_sequence(u64 seed, u64 steps)
 	printf("random sequence: seed 0x%lx, %lu steps passed:", seed, steps);
 	for (i = 0; i < FZ_NR; i++)
 		printf(" %lu %s,", fz.ops[i], fz_names[i]);
-	printf(" %lu raw hostile calls in all, %lu guest passes on two vCPUs\n", fz.raw_calls,
-	       fz.two_vcpu_passes);
+	printf(" %lu raw hostile calls in all, %lu guest passes on two vCPUs,",
+	       fz.raw_calls, fz.two_vcpu_passes);
+	printf(" %lu of %lu host log calls during a pass,", fz.host_ops_during, fz.host_ops);
+	printf(" %lu pages written then cleared, %lu written pages harvested twice\n",
+	       fz.written_cleared, fz.written_harvested);
 }
 
 int main(int argc, char *argv[])
