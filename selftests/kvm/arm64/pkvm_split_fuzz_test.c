@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <asm/barrier.h>
 
 #include "delay.h"
 #include "kvm_util.h"
@@ -25,7 +26,8 @@
  * Random sequence test (-z STEPS): from a seed, a sequence of the steps
  * that reach the split and restore ABI and what it interacts with (guest
  * reads and writes, dirty logging on and off, clears of random ranges,
- * KVM_GET_DIRTY_LOG, slot moves, deletes, mprotect(), the pKVM knobs, top-ups
+ * KVM_GET_DIRTY_LOG (both also while two vCPUs write: fz_overlap()),
+ * slot moves, deletes, mprotect(), the pKVM knobs, top-ups
  * that fail part-way, VM teardown and creation with and without
  * manual-protect, a protected VM started and stopped beside it, bursts of
  * raw hostile hypercalls made by the kernel (pkvm_split_raw: each call
@@ -52,7 +54,7 @@ struct fuzz {
 	bool live, manual, logging, pvm_live, fast, masks, topup_failed;
 	u64 seed, step, rng, secpt, ops[16], raw_calls, two_vcpu_passes;
 	/* Overlap steps: host calls made while the guest pass still ran. */
-	u64 host_ops, host_ops_during, written_cleared, written_harvested;
+	u64 host_ops, host_ops_started_running, written_cleared, written_harvested;
 	/* EL2's stage-2 of the data slot after the last step: bit per page. */
 	u64 mapped[MAX_PAGES / 64], writable[MAX_PAGES / 64];
 	const char *op;
@@ -77,13 +79,18 @@ static const char * const fz_names[FZ_NR] = {
 /* Relative weights: guest passes and the log most often. */
 static const u64 fz_weight[FZ_NR] = { 6, 3, 3, 5, 3, 1, 1, 1, 1, 1, 1, 3, 1, 3 };
 
+/* xorshift64*: reproducible from the seed on any libc. */
+static u64 xorshift(u64 *state)
+{
+	*state ^= *state >> 12;
+	*state ^= *state << 25;
+	*state ^= *state >> 27;
+	return *state * 0x2545f4914f6cdd1dULL;
+}
+
 static u64 fz_rand(void)
 {
-	/* xorshift64*: reproducible from the seed on any libc. */
-	fz.rng ^= fz.rng >> 12;
-	fz.rng ^= fz.rng << 25;
-	fz.rng ^= fz.rng >> 27;
-	return fz.rng * 0x2545f4914f6cdd1dULL;
+	return xorshift(&fz.rng);
 }
 
 static u64 fz_below(u64 n)
@@ -328,144 +335,230 @@ struct fz_pass {
 	bool done;
 };
 
+/* What the host calls of an overlap step saw, page by page. */
+static struct {
+	/* Harvested by a get, by two, covered by a clear, before the pass. */
+	unsigned long *seen, *twice, *cleared, *before;
+	/* Written by the pass, its last word not yet seen to hold the pass's. */
+	unsigned long *pending;
+	/* Last call that harvested or cleared it; last after which it was pending. */
+	u32 last_call[MAX_PAGES], pending_after[MAX_PAGES];
+} ov;
+
 static void *fz_pass_thread(void *arg)
 {
 	struct fz_pass *p = arg;
 
 	p->faults = guest_write(&fz.t, .first = p->first, .last = p->last,
 				.stride = p->stride, .offset = p->offset, .seed = p->seed);
-	__atomic_store_n(&p->done, true, __ATOMIC_RELEASE);
+	smp_store_release(&p->done, true);
 	return NULL;
 }
 
+static bool fz_pass_writes(struct fz_pass *p, u64 page)
+{
+	return page >= p->first + p->offset && page < p->last &&
+	       !((page - p->first - p->offset) % p->stride);
+}
+
+static const char *fz_page_was(struct fz_pass *p, u64 page)
+{
+	if (fz_pass_writes(p, page))
+		return "written";
+	return test_bit(page, ov.before) ? "dirty before" : "clean and not written";
+}
+
 /*
- * A write pass on both vCPUs (each every other page: they fault in the
- * same last-level tables) while the host, from this thread, harvests or
- * clears the log until the pass ends: KVM_GET_DIRTY_LOG without
- * manual-protect, KVM_CLEAR_DIRTY_LOG of random ranges with it. The host
- * calls' randomness has its own generator, so that how many ran does not
- * change the sequence. A page can be write-protected again while the
- * guest is inside it, and the rest of its words fault again: a page may be
- * logged, and fault, more than once in one pass. No write may be lost
- * whatever the interleaving:
- * - without manual-protect, every page dirty before the pass or written
- *   by it is harvested at least once, and no other page ever;
- * - with manual-protect, the final log of a page no clear covered is
- *   exactly "dirty before or written"; a page a clear covered and the pass
- *   did not write is clean; a page both cleared and written may be either,
- *   and the model takes the log's word for it, so that fz_check_el2() then
- *   checks that EL2 maps it read-only if it is clean (its next write would
- *   be logged).
- * The pass takes at least a fault per page it writes that was not
- * writable before it.
+ * Host call @k of an overlap step: without manual-protect a get (it
+ * harvests), with it a clear of a random range of whole words. @state is
+ * the step's own generator.
  */
-static void fz_overlap(void)
+static void fz_overlap_call(u32 k, u64 *state)
 {
 	struct test_vm *t = &fz.t;
-	struct fz_pass p = { .stride = 1 + fz_below(4) };
-	unsigned long *seen, *hits2, *before, *cleared;
-	u64 rng = fz_rand() | 1, i, nr = 0, need = 0, pages = 0;
-	u64 first, n, bytes = BITS_TO_LONGS(t->npages) * sizeof(long);
-	pthread_t thread;
-	bool during;
+	u64 i, r, first, n;
 
-	p.first = fz_below(t->npages);
-	p.last = p.first + 1 + fz_below(t->npages - p.first);
-	p.offset = fz_below(p.stride);
-	p.seed = 2 + fz_below(250);
-	seen = calloc(1, bytes);
-	hits2 = calloc(1, bytes);
-	before = calloc(1, bytes);
-	cleared = calloc(1, bytes);
-	TEST_ASSERT(seen && hits2 && before && cleared, "overlap: no memory");
-	memcpy(before, t->expect, bytes);
-	for (i = p.first + p.offset; i < p.last; i += p.stride) {
-		need += fz.masks && !fz_bit(fz.writable, i);
-		pages++;
-	}
-
-	t->pass_vcpus = 2;
-	fz.two_vcpu_passes++;
-	pthread_create(&thread, NULL, fz_pass_thread, &p);
-	do {
-		during = !__atomic_load_n(&p.done, __ATOMIC_ACQUIRE);
-		rng ^= rng >> 12;
-		rng ^= rng << 25;
-		rng ^= rng >> 27;
-		if (fz.manual) {
-			u64 r = rng * 0x2545f4914f6cdd1dULL;
-
-			first = 64 * ((r >> 8) % (t->npages / 64));
-			n = 64 * (1 + (r >> 32) % ((t->npages - first) / 64));
-			bitmap_zero(t->bitmap, t->npages);
-			for (i = 0; i < n; i++) {
-				__set_bit(i, t->bitmap);
-				__set_bit(first + i, cleared);
-			}
-			kvm_vm_clear_dirty_log(t->vm, DATA_SLOT, t->bitmap, first, n);
-		} else {
-			kvm_vm_get_dirty_log(t->vm, DATA_SLOT, t->bitmap);
-			for (i = 0; i < t->npages; i++) {
-				if (!test_bit(i, t->bitmap))
-					continue;
-				if (test_bit(i, seen))
-					__set_bit(i, hits2);
-				__set_bit(i, seen);
-			}
+	if (!fz.manual) {
+		kvm_vm_get_dirty_log(t->vm, DATA_SLOT, t->bitmap);
+		for (i = 0; i < t->npages; i++) {
+			if (!test_bit(i, t->bitmap))
+				continue;
+			if (test_bit(i, ov.seen))
+				__set_bit(i, ov.twice);
+			__set_bit(i, ov.seen);
+			ov.last_call[i] = k;
 		}
-		nr++;
-		fz.host_ops++;
-		fz.host_ops_during += during;
-	} while (during);
-	pthread_join(thread, NULL);
-	t->pass_vcpus = 1;
+		return;
+	}
+	r = xorshift(state);
+	first = 64 * ((r >> 8) % (t->npages / 64));
+	n = 64 * (1 + (r >> 32) % ((t->npages - first) / 64));
+	bitmap_zero(t->bitmap, t->npages);
+	for (i = 0; i < n; i++) {
+		__set_bit(i, t->bitmap);
+		__set_bit(first + i, ov.cleared);
+		ov.last_call[first + i] = k;
+	}
+	kvm_vm_clear_dirty_log(t->vm, DATA_SLOT, t->bitmap, first, n);
+}
 
-	kvm_vm_get_dirty_log(t->vm, DATA_SLOT, t->bitmap);
+/*
+ * After host call @k returned: a written page whose last word does not
+ * hold the second round's pattern yet is written (its last word, the
+ * guest's last store to it) after the call; the call's write-protect, if
+ * it made one, is then in force for that store (the call flushed the
+ * TLBs), so the store must fault and be logged.
+ */
+static void fz_overlap_scan(struct fz_pass *p, u32 k)
+{
+	u64 words = fz.t.page_size / 8, i;
+
+	for (i = p->first + p->offset; i < p->last; i += p->stride) {
+		u64 *page = (u64 *)(fz.t.hva + i * fz.t.page_size);
+
+		if (!test_bit(i, ov.pending))
+			continue;
+		if (READ_ONCE(page[words - 1]) == pattern(i, words - 1, p->seed + 1))
+			__clear_bit(i, ov.pending);
+		else
+			ov.pending_after[i] = k;
+	}
+}
+
+/*
+ * The log after an overlap step, and the model after it. No write may be
+ * lost whatever the interleaving:
+ * - without manual-protect, every page dirty before the pass or written
+ *   by it is harvested at least once, no other page ever, and a page
+ *   still unwritten when a get returned is harvested by a later get;
+ * - with manual-protect, a page no clear covered is exactly "dirty before
+ *   or written" in the log; a cleared page the pass did not write is
+ *   clean; a cleared page still unwritten when its last clear returned is
+ *   dirty; any other cleared page the pass wrote may be either, and the
+ *   model takes the log's word for it, so that fz_check_el2() then fails
+ *   if it is clean and writable at EL2 (its next write would be lost).
+ */
+static void fz_overlap_check(struct fz_pass *p, u32 calls)
+{
+	struct test_vm *t = &fz.t;
+	bool written, dirty, logged;
+	u64 i;
+
 	for (i = 0; i < t->npages; i++) {
-		bool written = i >= p.first + p.offset && i < p.last &&
-			       !((i - p.first - p.offset) % p.stride);
-		bool dirty = test_bit(i, before) || written, log = test_bit(i, t->bitmap);
-
+		written = fz_pass_writes(p, i);
+		dirty = test_bit(i, ov.before) || written;
+		logged = test_bit(i, t->bitmap);
 		if (!fz.manual) {
-			/* This last get harvests too. */
-			if (log) {
-				if (test_bit(i, seen))
-					__set_bit(i, hits2);
-				__set_bit(i, seen);
-			}
-			TEST_ASSERT(test_bit(i, seen) == dirty,
-				    "overlap, %lu gets: page %lu %s, harvested %s", nr, i,
-				    written ? "written" : test_bit(i, before) ? "dirty before" :
-				    "clean and not written",
-				    test_bit(i, seen) ? "at least once" : "never");
-			fz.written_harvested += written && test_bit(i, hits2);
+			TEST_ASSERT(test_bit(i, ov.seen) == dirty,
+				    "overlap, %u gets: page %lu %s, harvested %s", calls, i,
+				    fz_page_was(p, i), dirty ? "never" : "at least once");
+			TEST_ASSERT(!ov.pending_after[i] ||
+				    ov.last_call[i] > ov.pending_after[i],
+				    "overlap, %u gets: page %lu unwritten after get %u, last harvested by get %u",
+				    calls, i, ov.pending_after[i], ov.last_call[i]);
+			fz.written_harvested += written && test_bit(i, ov.twice);
 			__clear_bit(i, t->expect);
-		} else if (!test_bit(i, cleared)) {
-			TEST_ASSERT(log == dirty,
-				    "overlap, %lu clears: page %lu, no clear, %s, log %d", nr, i,
-				    written ? "written" : test_bit(i, before) ? "dirty before" :
-				    "clean and not written", log);
+		} else if (!test_bit(i, ov.cleared)) {
+			TEST_ASSERT(logged == dirty,
+				    "overlap, %u clears: page %lu, no clear, %s, log %d", calls, i,
+				    fz_page_was(p, i), logged);
 		} else if (!written) {
-			TEST_ASSERT(!log,
-				    "overlap, %lu clears: page %lu cleared, not written, dirty",
-				    nr, i);
+			TEST_ASSERT(!logged,
+				    "overlap, %u clears: page %lu cleared, not written, dirty",
+				    calls, i);
 			__clear_bit(i, t->expect);
-		} else if (!log) {
-			/* Written, then cleared: EL2 must map it read-only (fz_check_el2()). */
+		} else if (!logged) {
+			TEST_ASSERT(ov.pending_after[i] < ov.last_call[i],
+				    "overlap, %u clears: page %lu unwritten after clear %u, its last, and clean",
+				    calls, i, ov.pending_after[i]);
+			/* Written, then cleared: EL2 must map it read-only. */
 			__clear_bit(i, t->expect);
 			fz.written_cleared++;
 		}
 	}
+}
+
+/*
+ * A write pass of two rounds on both vCPUs (each every other page: they
+ * fault in the same last-level tables; the second round rewrites, in the
+ * same KVM_RUN, pages the host may have write-protected since the first)
+ * while this thread makes host log calls until the pass ends
+ * (fz_overlap_call()), checked by fz_overlap_check(). A page can be
+ * write-protected again while the guest is inside it, and the rest of its
+ * words fault again: a page may be logged, and fault, more than once in
+ * one pass, so the pass must take at least a fault per page it writes
+ * that was not writable before it, with no upper bound. The host calls'
+ * randomness is the step's own, so that how many ran does not change the
+ * sequence's steps; what they leave (which pages are clean, which blocks
+ * split) does depend on the timing, so a replay with -s runs the same
+ * steps but may not meet the same state after an overlap.
+ */
+static void fz_overlap(void)
+{
+	struct test_vm *t = &fz.t;
+	struct fz_pass p = {};
+	u64 state, i, need = 0, pages = 0;
+	bool running;
+	pthread_t thread;
+	u32 calls = 0;
+	int ret;
+
+	state = fz_rand() | 1;
+	p.stride = 1 + fz_below(4);
+	p.first = fz_below(t->npages);
+	p.last = p.first + 1 + fz_below(t->npages - p.first);
+	p.offset = fz_below(p.stride);
+	p.seed = 2 + fz_below(250);
+	ov.seen = bitmap_zalloc(t->npages);
+	ov.twice = bitmap_zalloc(t->npages);
+	ov.cleared = bitmap_zalloc(t->npages);
+	ov.before = bitmap_zalloc(t->npages);
+	ov.pending = bitmap_zalloc(t->npages);
+	TEST_ASSERT(ov.seen && ov.twice && ov.cleared && ov.before && ov.pending,
+		    "overlap: no memory");
+	memset(ov.last_call, 0, sizeof(ov.last_call));
+	memset(ov.pending_after, 0, sizeof(ov.pending_after));
+	bitmap_copy(ov.before, t->expect, t->npages);
+	for (i = p.first + p.offset; i < p.last; i += p.stride) {
+		need += fz.masks && !fz_bit(fz.writable, i);
+		pages++;
+		/* A page that already holds the last round's pattern cannot show it. */
+		if (page_seed[i] != (u8)(p.seed + 1))
+			__set_bit(i, ov.pending);
+	}
+
+	t->pass_vcpus = 2;
+	t->pass_rounds = 2;
+	fz.two_vcpu_passes++;
+	ret = pthread_create(&thread, NULL, fz_pass_thread, &p);
+	TEST_ASSERT(!ret, "overlap: pthread_create: %s", strerror(ret));
+	do {
+		running = !smp_load_acquire(&p.done);
+		fz_overlap_call(++calls, &state);
+		fz.host_ops++;
+		fz.host_ops_started_running += running;
+		fz_overlap_scan(&p, calls);
+	} while (running);
+	pthread_join(thread, NULL);
+	t->pass_vcpus = 1;
+	t->pass_rounds = 1;
+
+	/* One more call after the pass: a get harvests what the pass left. */
+	fz_overlap_call(++calls, &state);
+	if (fz.manual)
+		kvm_vm_get_dirty_log(t->vm, DATA_SLOT, t->bitmap);
+	fz_overlap_check(&p, calls);
 	TEST_ASSERT(p.faults >= need,
-		    "overlap, %lu host calls: %lu faults (%lu at EL2) for %lu pages written, %lu of them not writable before",
-		    nr, p.faults, pass_faults.el2, pages, need);
+		    "overlap, %u host calls: %lu faults (%lu at EL2) for %lu pages written, %lu of them not writable before",
+		    calls, p.faults, pass_faults.el2, pages, need);
 	TEST_ASSERT(!pass_faults.el2 || fz.fast,
 		    "overlap: %lu faults resolved at EL2 in a VM created with the fast path off",
 		    pass_faults.el2);
-	free(seen);
-	free(hits2);
-	free(before);
-	free(cleared);
+	bitmap_free(ov.seen);
+	bitmap_free(ov.twice);
+	bitmap_free(ov.cleared);
+	bitmap_free(ov.before);
+	bitmap_free(ov.pending);
 }
 
 static void fz_step(int op)
@@ -614,7 +707,8 @@ static void test_random_sequence(u64 seed, u64 steps)
 		printf(" %lu %s,", fz.ops[i], fz_names[i]);
 	printf(" %lu raw hostile calls in all, %lu guest passes on two vCPUs,",
 	       fz.raw_calls, fz.two_vcpu_passes);
-	printf(" %lu of %lu host log calls during a pass,", fz.host_ops_during, fz.host_ops);
+	printf(" %lu of %lu host log calls during a pass,", fz.host_ops_started_running,
+	       fz.host_ops);
 	printf(" %lu pages written then cleared, %lu written pages harvested twice\n",
 	       fz.written_cleared, fz.written_harvested);
 }

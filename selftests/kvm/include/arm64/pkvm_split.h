@@ -47,7 +47,7 @@
 enum { CMD_WRITE = 1, CMD_READ };
 
 /* Guest-visible parameters of the next pass, per vCPU where they differ. */
-extern u64 guest_cmd, guest_first, guest_last;
+extern u64 guest_cmd, guest_first, guest_last, guest_rounds;
 extern u64 guest_stride[MAX_VCPUS], guest_offset[MAX_VCPUS];
 extern u64 guest_page_size;
 extern u8 guest_seed;
@@ -75,6 +75,8 @@ struct test_vm {
 	struct kvm_vcpu *vcpus[MAX_VCPUS];
 	/* vCPUs that share a guest pass (1 unless set), vcpus[0] first. */
 	int pass_vcpus;
+	/* Times a write pass writes its pages, round r with seed + r (1 unless set). */
+	int pass_rounds;
 	u64 npages, nr_blocks, pages_per_block, page_size;
 	u8 *hva;
 	unsigned long *bitmap;

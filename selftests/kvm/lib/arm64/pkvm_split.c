@@ -21,7 +21,7 @@
 #include "ucall.h"
 
 /* A pass's stride and offset are per vCPU: two vCPUs can share a pass. */
-u64 guest_cmd, guest_first, guest_last;
+u64 guest_cmd, guest_first, guest_last, guest_rounds;
 u64 guest_stride[MAX_VCPUS], guest_offset[MAX_VCPUS];
 u64 guest_page_size;
 u8 guest_seed;
@@ -35,22 +35,28 @@ void guest_code(void)
 {
 	for (;;) {
 		u64 words = guest_page_size / 8, id = guest_get_vcpuid();
-		u64 i, w;
+		u64 i, w, r;
 
 		/* Fault in page_seed[] now, so that only test pages fault below. */
 		for (i = 0; i < MAX_PAGES; i += 64)
 			READ_ONCE(page_seed[i]);
 
-		for (i = guest_first + guest_offset[id]; i < guest_last; i += guest_stride[id]) {
-			u64 *page = (u64 *)(TEST_GVA + i * guest_page_size);
+		/* A write pass of several rounds: round r writes seed + r. */
+		for (r = 0; r < (guest_cmd == CMD_WRITE ? guest_rounds : 1); r++) {
+			for (i = guest_first + guest_offset[id]; i < guest_last;
+			     i += guest_stride[id]) {
+				u64 *page = (u64 *)(TEST_GVA + i * guest_page_size);
+				u8 seed = guest_seed + r;
 
-			if (guest_cmd == CMD_WRITE) {
-				for (w = 0; w < words; w++)
-					WRITE_ONCE(page[w], pattern(i, w, guest_seed));
-			} else {
-				GUEST_ASSERT_EQ(READ_ONCE(page[0]), pattern(i, 0, page_seed[i]));
-				GUEST_ASSERT_EQ(READ_ONCE(page[words - 1]),
-						pattern(i, words - 1, page_seed[i]));
+				if (guest_cmd == CMD_WRITE) {
+					for (w = 0; w < words; w++)
+						WRITE_ONCE(page[w], pattern(i, w, seed));
+				} else {
+					GUEST_ASSERT_EQ(READ_ONCE(page[0]),
+							pattern(i, 0, page_seed[i]));
+					GUEST_ASSERT_EQ(READ_ONCE(page[words - 1]),
+							pattern(i, words - 1, page_seed[i]));
+				}
 			}
 		}
 		GUEST_SYNC(guest_cmd);
@@ -436,8 +442,11 @@ static void pass_vcpu_stats(struct kvm_vcpu **vcpus, int nr, u64 *host, u64 *el2
  * TLB entry fixed at EL2 is not one. pass_faults has the breakdown. The
  * pass runs on t->vcpu or, with t->pass_vcpus at 2, on vCPUs 0 and 1 at
  * once, each taking every other page of the pass, so that both fault in
- * the same blocks. Writes also record the pages in t->expect, the bitmap
- * of pages the guest dirtied.
+ * the same blocks. With t->pass_rounds above 1, a write pass writes its
+ * pages that many times in the one KVM_RUN, round r with seed + r, so that
+ * a page is written again long after its first write (a stale writable
+ * TLB entry would go unnoticed by the log). Writes also record the pages
+ * in t->expect, the bitmap of pages the guest dirtied.
  */
 u64 guest_pass(struct test_vm *t, int cmd, u64 first, u64 last,
 	       u64 stride, u64 offset, u8 seed)
@@ -464,7 +473,9 @@ u64 guest_pass(struct test_vm *t, int cmd, u64 first, u64 last,
 		}
 	}
 	guest_seed = seed;
+	guest_rounds = t->pass_rounds ?: 1;
 	sync_global_to_guest(t->vm, guest_cmd);
+	sync_global_to_guest(t->vm, guest_rounds);
 	sync_global_to_guest(t->vm, guest_first);
 	sync_global_to_guest(t->vm, guest_last);
 	sync_global_to_guest(t->vm, guest_stride);
@@ -483,7 +494,7 @@ u64 guest_pass(struct test_vm *t, int cmd, u64 first, u64 last,
 
 	if (cmd == CMD_WRITE) {
 		for (i = first + offset; i < last; i += stride) {
-			page_seed[i] = seed;
+			page_seed[i] = seed + guest_rounds - 1;
 			page_ro[i] = false;
 			__set_bit(i, t->expect);
 		}
