@@ -351,6 +351,7 @@ static void *fz_pass_thread(void *arg)
 
 	p->faults = guest_write(&fz.t, .first = p->first, .last = p->last,
 				.stride = p->stride, .offset = p->offset, .seed = p->seed);
+	/* Pairs with fz_overlap()'s acquire: p->faults and the model are set. */
 	smp_store_release(&p->done, true);
 	return NULL;
 }
@@ -533,6 +534,7 @@ static void fz_overlap(void)
 	ret = pthread_create(&thread, NULL, fz_pass_thread, &p);
 	TEST_ASSERT(!ret, "overlap: pthread_create: %s", strerror(ret));
 	do {
+		/* Pairs with fz_pass_thread()'s release. */
 		running = !smp_load_acquire(&p.done);
 		fz_overlap_call(++calls, &state);
 		fz.host_ops++;
