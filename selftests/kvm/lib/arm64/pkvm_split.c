@@ -360,6 +360,7 @@ void create_test_vm_vcpus(struct test_vm *t, u64 manual_caps, int nr_vcpus)
 				       guest_code, t->vcpus);
 	t->vcpu = t->vcpus[0];
 	t->pass_vcpus = 1;
+	t->pass_rounds = 1;
 	kvm_eager_split_chunk_size = 0;
 	slot0_no_thp(t->vm);
 
@@ -473,7 +474,7 @@ u64 guest_pass(struct test_vm *t, int cmd, u64 first, u64 last,
 		}
 	}
 	guest_seed = seed;
-	guest_rounds = t->pass_rounds ?: 1;
+	guest_rounds = t->pass_rounds > 1 ? t->pass_rounds : 1;
 	sync_global_to_guest(t->vm, guest_cmd);
 	sync_global_to_guest(t->vm, guest_rounds);
 	sync_global_to_guest(t->vm, guest_first);
