@@ -7,7 +7,7 @@ export BUILD
 
 S := $(CURDIR)/scripts
 
-.PHONY: all deps tree kernel selftests initramfs run test check patches \
+.PHONY: all deps tree kernel selftests initramfs run test test-step1 check patches \
 	bench bench-counts bench-lockfree bench-migrate matrix bisect fuzz mutants repro readme clean distclean
 
 all: initramfs
@@ -34,6 +34,11 @@ run: initramfs
 # Every test: host-side checks, then the QEMU matrix in all four host modes.
 test: initramfs
 	@$(S)/test.sh
+
+# Step one of the EL2 dirty fault (msg/steps), built and booted through
+# the matrix in $(BUILD)/step1 (long: about as long as make test).
+test-step1: deps
+	@$(S)/test-step1.sh
 
 # Exported series: git format-patch against the pristine base.
 patches: tree

@@ -60,6 +60,8 @@ static long check_hvc(pkvm_handle_t handle, u64 gfn, u64 nr_pages, u64 pfn,
 		.a2	= gfn,
 		.a3	= nr_pages,
 		.a4	= pfn,
+		/* Left as is by EL2 unless its faults walk shared (x11). */
+		.a11	= U64_MAX,
 	};
 
 	arm_smccc_1_2_hvc(&args, res);
@@ -980,7 +982,9 @@ static int pkvm_split_check_show(struct seq_file *s, void *unused)
 	write_unlock(&kvm->mmu_lock);
 	mutex_unlock(&kvm->slots_lock);
 	seq_printf(s, "masks %ld\n", ret);
-	seq_printf(s, "walker_waits %llu\n", sc.walker_waits);
+	/* Only where EL2's dirty faults walk shared (the lock-free step). */
+	if (sc.walker_waits != U64_MAX)
+		seq_printf(s, "walker_waits %llu\n", sc.walker_waits);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(pkvm_split_check);

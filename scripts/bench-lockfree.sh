@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # `make bench-lockfree`: the EL2 fault path without the VM's lock (the
-# el2-dirty posting's last patch, its RFC) against the locked step it goes
-# on top of (patch 18), on the same tree, in counts.
+# el2-lockfree posting, step two) against step one, the series without it
+# (msg/steps), in counts.
 #
 # Two kernels of the production config (nodebug): the series as it stands,
-# and 'nodebug-locked', the same tree with bench/lockfree/locked-fault-path.patch
-# (__pkvm_guest_relax_marked() under the VM's lock, an exclusive walk: the
-# locked step's fault; nothing else differs). The patch is applied to
-# the tree only for that build and taken out again, whatever happens
-# (scripts/build-patched-kernel.sh).
+# and 'nodebug-locked', step one: the same tree with the step-two patches
+# (the el2-lockfree posting and its test-kit patch) taken out, as a diff
+# made here by reverse-applying them to the tree in a scratch index (no
+# hand-written patch; kept in the results as step1.patch). The diff is
+# applied to the tree only for that build and taken out again, whatever
+# happens (scripts/build-patched-kernel.sh).
 #
 # Then make bench-counts' counts boots (elcount plugin, fast path only,
 # COUNTS_VCPUS at 1 and 2 vCPUs, LOCKFREE_REPS pairs of -i 2 / -i 4 runs per
@@ -53,7 +54,7 @@ CONT=${LOCKFREE_CONTENTION:-1}
 COUNTS=${LOCKFREE_COUNTS:-1}
 CVCPUS=${LOCKFREE_CVCPUS:-"1 2 4"}
 CREPS=${LOCKFREE_CREPS:-3}
-PATCH=$TOP/bench/lockfree/locked-fault-path.patch
+PATCH=$BUILD/lockfree-step1.patch
 HYPCLOCK_FIX=$TOP/bench/hypclock/0001-KVM-arm64-Read-the-physical-counter-for-the-nVHE-hyp-trace-clock.patch
 CONT_ARGS="-s anonymous_hugetlb_2mb -b 32M -I -M bitmap -r 4 -t 50 -w 200"
 
@@ -67,7 +68,25 @@ case "$COUNTS" in 0|1) ;; *) die "LOCKFREE_COUNTS must be 0 or 1, not '$COUNTS'"
 [ "$COUNTS$CONT" != 00 ] || die "LOCKFREE_COUNTS and LOCKFREE_CONTENTION are both 0: nothing to run"
 for v in $CVCPUS; do case "$v" in [1-8]) ;; *) die "LOCKFREE_CVCPUS: '$v' is not 1 to 8" ;; esac; done
 case "$CREPS" in ''|*[!0-9]*|0) die "LOCKFREE_CREPS must be a positive count, not '$CREPS'" ;; esac
-[ -f "$PATCH" ] || die "no $PATCH"
+
+# Step one as a diff from the tree: the step-two patches reverse-applied,
+# newest first, to the tree's HEAD in a scratch index.
+step2=$(awk '$1 == "step2" { $1 = ""; print }' "$TOP/msg/steps")
+[ -n "$step2" ] || die "msg/steps names no step-two patch"
+[ -z "$(git -C "$TREE" status --porcelain --untracked-files=no)" ] || die "$TREE has changes"
+mapfile -t commits < <(git -C "$TREE" rev-list --reverse base..HEAD)
+export GIT_INDEX_FILE=$BUILD/lockfree-step1.index
+git -C "$TREE" read-tree HEAD
+for n in $(printf '%s\n' $step2 | sort -rn); do
+	[ "$n" -le "${#commits[@]}" ] || die "msg/steps: no patch $n in the tree"
+	git -C "$TREE" show "${commits[$((n - 1))]}" | git -C "$TREE" apply --cached -R ||
+		die "patch $n does not come out of the tree"
+done
+step1_tree=$(git -C "$TREE" write-tree)
+unset GIT_INDEX_FILE
+rm -f "$BUILD/lockfree-step1.index"
+git -C "$TREE" diff HEAD "$step1_tree" -- . ':(exclude)tools' > "$PATCH"
+[ -s "$PATCH" ] || die "step one does not differ from the tree"
 [ -f "$HYPCLOCK_FIX" ] || die "no $HYPCLOCK_FIX"
 
 # The locked kernel: nodebug's objects rebuilt with the patch.
@@ -127,10 +146,11 @@ about=$out/README.txt
 {
 	echo "date: $stamp (UTC); took $(( ($(date +%s) - start) / 60 )) min"
 	echo "machine: $(nproc) host cores, $(uname -m), QEMU $(qemu-system-aarch64 --version | head -1 | awk '{print $4}') TCG; guest (L1) -smp ${SMP:-2}"
-	echo "kernels: nodebug ($(git -C "$TREE" describe --always) on base $(git -C "$TREE" rev-parse --short base)) and nodebug-locked (the same with bench/lockfree/locked-fault-path.patch)"
-	[ "$CONT" = 0 ] || echo "contention kernels: default-cntpct and default-cntpct-locked (the default config, NVHE_EL2_DEBUG=y, with bench/hypclock/'s fix; the second also with the patch above); runs: dirty_log_migrate_perf_test $CONT_ARGS -v {$CVCPUS}, $CREPS each"
+	echo "kernels: nodebug ($(git -C "$TREE" describe --always) on base $(git -C "$TREE" rev-parse --short base)) and nodebug-locked (step one: the same without patches$step2, msg/steps; step1.patch, tree $step1_tree)"
+	[ "$CONT" = 0 ] || echo "contention kernels: default-cntpct and default-cntpct-locked (the default config, NVHE_EL2_DEBUG=y, with bench/hypclock/'s fix; the second also step one, as above); runs: dirty_log_migrate_perf_test $CONT_ARGS -v {$CVCPUS}, $CREPS each"
 	echo "seed: $SEED"
 	echo "command: make bench-lockfree LOCKFREE_COUNTS=$COUNTS LOCKFREE_MODES=\"$MODES\" LOCKFREE_REPS=$REPS LOCKFREE_VCPUS=\"$VCPUS\" LOCKFREE_CONTENTION=$CONT LOCKFREE_CVCPUS=\"$CVCPUS\" LOCKFREE_CREPS=$CREPS LOCKFREE_SEED=$SEED"
 } >> "$about"
+cp "$PATCH" "$out/step1.patch"
 /usr/bin/python3 "$TOP/scripts/lockfree-report.py" "$out"
 echo "bench-lockfree: results in $out ($(( ($(date +%s) - start) / 60 )) min)"

@@ -46,7 +46,7 @@ import sys
 
 PAGES = 8192
 KERNELS = ("nodebug-locked", "nodebug")
-LABEL = {"nodebug-locked": "locked step (patch 18)", "nodebug": "lock-free step (patch 20)"}
+LABEL = {"nodebug-locked": "locked step (patch 18)", "nodebug": "lock-free step (el2-lockfree)"}
 CKERNELS = ("default-cntpct-locked", "default-cntpct")
 CLABEL = {"default-cntpct-locked": "locked", "default-cntpct": "lock-free"}
 RESULT = re.compile(r"^(PASS|FAIL) \S+ (\S+)")

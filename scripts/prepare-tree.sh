@@ -11,6 +11,22 @@ need git tar xz sha256sum
 
 series=$TOP/series
 [ -f "$series" ] || die "no series file at $series"
+# SERIES_STEP=1: step one of the EL2 dirty fault (msg/steps), the series
+# without the lock-free posting and its part of the test kit. Build it in
+# a BUILD of its own (make test-step1): this tree is then not the series.
+case "${SERIES_STEP:-2}" in
+2) ;;
+1)
+	skip=$(awk '$1 == "step2" { $1 = ""; print }' "$TOP/msg/steps")
+	[ -n "$skip" ] || die "msg/steps names no step-two patch"
+	mkdir -p "$BUILD"
+	awk -v skip="$skip" '
+		BEGIN { n = split(skip, s, " "); for (i = 1; i <= n; i++) drop[s[i] + 0] = 1 }
+		$1 == "commit" { c++; keep = !(c in drop) }
+		keep || $1 == "" || $1 ~ /^#/' "$series" > "$BUILD/series.step1"
+	series=$BUILD/series.step1 ;;
+*) die "SERIES_STEP is 1 or 2, not '$SERIES_STEP'" ;;
+esac
 
 inputs() {
 	echo "tarball $TAR_SHA"

@@ -25,8 +25,9 @@
  *                 fraction of it says "most faults were resolved at EL2". Exit status: COMMAND's if it failed, 1 if an
  * expectation was missed or the events could not be read (lost events
  * included), else 0. It prints what it counted, and how many of the dirty
- * faults EL2 took waited (pkvm_dirty_fault's waited, not 0): their update
- * of the entry lost a race, and they went to the host.
+ * faults EL2 took waited (pkvm_dirty_fault's waited, not 0): under the
+ * VM's lock (step one), they found it held; lock-free, their update of
+ * the entry lost a race, and they went to the host.
  *
  * wp_overlap: also trace hyp_enter and pkvm_host_wrprotect_guest, and
  * count the faults resolved at EL2 on one CPU while another CPU was in a
@@ -478,7 +479,7 @@ int main(int argc, char **argv)
 		;
 	printf("hyp-expect: %lu blocks split at EL2, %lu write faults resolved at EL2 (%lu events%s)\n",
 	       split_blocks, el2_faults, lines, lost ? ", some LOST" : "");
-	printf("hyp-expect: %lu of the faults EL2 took waited (lost the exchange, went to the host)\n",
+	printf("hyp-expect: %lu of the faults EL2 took waited (lock held, or exchange lost)\n",
 	       el2_waited);
 	if (wp_overlap) {
 		overlap(&wp_pairs, &wp_in, &wp_even);

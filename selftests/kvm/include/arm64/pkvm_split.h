@@ -109,7 +109,7 @@ struct hyp_counts {
 	u64 collapse_calls, collapse_blocks, collapse_tlbi, collapse_skipped;
 	u64 collapse_returned;
 	u64 fault_full;
-	u64 fault_retried;	/* EL2 faults whose exchange lost a race */
+	u64 fault_waited;	/* the event's waited: lock held, or exchange lost */
 };
 
 extern struct hyp_counts hyp;
@@ -127,6 +127,8 @@ void hyp_events_start(void);
 void read_split_stats(struct test_vm *t, struct split_stats *s);
 u64 sec_pagetables_kb(void);
 void check_no_leak(u64 secpt, const char *after);
+/* check_el2_records()'s count where EL2's dirty faults take the VM's lock */
+#define NO_SHARED_WALKS	(~0ULL)
 bool check_el2_records(struct test_vm *t, const char *when, u64 *walker_waits);
 enum vm_guest_mode host_page_mode(void);
 void slot0_no_thp(struct kvm_vm *vm);

@@ -139,7 +139,7 @@ static u64 hyp_account(const char *line)
 		hyp.wrprotect_calls++;
 	} else if (!strncmp(ev, "pkvm_dirty_fault ", 17)) {
 		hyp.fault_full += hyp_sfield(ev, "ret") == -ENOSPC;
-		hyp.fault_retried += !!hyp_field(ev, "waited");
+		hyp.fault_waited += !!hyp_field(ev, "waited");
 	}
 	return 0;
 }
@@ -855,12 +855,13 @@ bool read_ktap(const char *path, int expect, const char *what)
 	return true;
 }
 
-/* Best-effort write of @val to @path; false if the file is not there. */
 /*
  * The VM's stage-2 at EL2 against the page states and the host's records
  * (the test kit's pkvm_split_check: the whole IPA space, then record by
  * record), and how many table frees so far had to wait for another CPU's
- * shared walk. False, checking nothing, without the kit.
+ * shared walk: the kit reports it where EL2's dirty faults walk shared
+ * (the lock-free fault), and NO_SHARED_WALKS is returned where they take
+ * the VM's lock. False, checking nothing, without the kit.
  */
 bool check_el2_records(struct test_vm *t, const char *when, u64 *walker_waits)
 {
@@ -881,17 +882,17 @@ bool check_el2_records(struct test_vm *t, const char *when, u64 *walker_waits)
 		   "result %ld bad_ipa 0x%lx\n", &calls, &pages, &blocks, &marked,
 		   &hpages, &hblocks, &hsplit, &records, &result, &bad);
 	TEST_ASSERT(n == 10, "%s: %d fields read", path, n);
-	n = 0;
+	*walker_waits = NO_SHARED_WALKS;
 	while (fgets(line, sizeof(line), f))
-		n += sscanf(line, "walker_waits %lu", walker_waits) == 1;
+		sscanf(line, "walker_waits %lu", walker_waits);
 	fclose(f);
-	TEST_ASSERT(n == 1, "%s: no walker_waits line", path);
 	TEST_ASSERT(!result && pages == hpages && blocks == hblocks,
 		    "%s: EL2 stage-2 check error %ld at IPA 0x%lx; EL2 maps %lu pages, %lu blocks, the host records %lu pages, %lu blocks",
 		    when, result, bad, pages, blocks, hpages, hblocks);
 	return true;
 }
 
+/* Best-effort write of @val to @path; false if the file is not there. */
 bool write_file(const char *path, const char *val)
 {
 	FILE *f = fopen(path, "w");
