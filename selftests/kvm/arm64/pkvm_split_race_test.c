@@ -212,7 +212,7 @@ static void test_split_vs_vcpu_faults(bool shared)
 {
 	const char *what = shared ? "vCPUs on shared tables" : "split vs vCPU faults";
 	u64 words, round, j, w, i, b, faults, *now, *base, changed = 0, unmaps = 0;
-	u64 waited = 0, checks = 0, waits0 = NO_SHARED_WALKS, waits = NO_SHARED_WALKS;
+	u64 waited = 0, lost = 0, checks = 0, waits0 = NO_SHARED_WALKS, waits = NO_SHARED_WALKS;
 	struct race_vcpu r[2];
 	struct split_stats s0, s1;
 	unsigned long *log;
@@ -231,6 +231,7 @@ static void test_split_vs_vcpu_faults(bool shared)
 	if (delayed) {
 		hyp_events_read();
 		waited = hyp.fault_waited;
+		lost = hyp.fault_lost;
 	}
 	words = t.npages / 64;
 	race_stop = false;
@@ -333,14 +334,23 @@ static void test_split_vs_vcpu_faults(bool shared)
 	if (delayed) {
 		hyp_events_read();
 		waited = hyp.fault_waited - waited;
+		lost = hyp.fault_lost - lost;
 		TEST_ASSERT((waits0 == NO_SHARED_WALKS) == (waits == NO_SHARED_WALKS),
 			    "%s: the kit counted walker waits in some checks only",
 			    what);
+		/*
+		 * The kit says which fault this is; the events must agree: only
+		 * a lock-free fault loses an exchange (-EAGAIN), and there every
+		 * fault that waited lost one.
+		 */
 		if (waits == NO_SHARED_WALKS) {
 			pr_info("%s: %lu dirty faults at EL2 found the VM's lock held (%s us wait), EL2's stage-2 checked %lu times\n",
 				what, waited, FAULT_DELAY_US, checks);
 			TEST_ASSERT(waited, "%s: no dirty fault at EL2 found the VM's lock held",
 				    what);
+			TEST_ASSERT(!lost,
+				    "%s: %lu dirty faults at EL2 lost an exchange, yet the kit reports no shared walks",
+				    what, lost);
 		} else {
 			pr_info("%s: %lu dirty faults at EL2 lost their exchange and went to the host (%s us wait), %lu table frees waited for a fault's walk, EL2's stage-2 checked %lu times\n",
 				what, waited, FAULT_DELAY_US, waits - waits0, checks);
@@ -349,6 +359,9 @@ static void test_split_vs_vcpu_faults(bool shared)
 				    what);
 			TEST_ASSERT(waits > waits0, "%s: no table free waited for a fault's walk",
 				    what);
+			TEST_ASSERT(lost == waited,
+				    "%s: %lu dirty faults at EL2 waited, %lu lost their exchange",
+				    what, waited, lost);
 		}
 		TEST_ASSERT(checks == round + DELAYED_UNMAPS,
 			    "%s: EL2 record check ran %lu times in %lu rounds and %d unmap steps",

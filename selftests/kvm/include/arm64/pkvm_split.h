@@ -39,7 +39,7 @@
 #define FAST_DIRTY_PARAM	"/sys/module/kvm/parameters/pkvm_fast_dirty"
 #define DIRTY_BUF_PARAM		"/sys/kernel/debug/kvm/pkvm_dirty_buf_entries"
 #define COLLAPSE_PARAM		"/sys/kernel/debug/kvm/pkvm_collapse"
-/* Test kit: EL2's wait between a dirty fault's read and its exchange. */
+/* Test kit: EL2's wait between a dirty fault's read of the leaf and its update. */
 #define FAULT_DELAY_PARAM	"/sys/kernel/debug/kvm/pkvm_fault_delay_us"
 #define FAIL_PAGE_ALLOC		"/sys/kernel/debug/fail_page_alloc/"
 #define FAIL_TIMES		1000000
@@ -110,6 +110,7 @@ struct hyp_counts {
 	u64 collapse_returned;
 	u64 fault_full;
 	u64 fault_waited;	/* the event's waited: lock held, or exchange lost */
+	u64 fault_lost;		/* -EAGAIN: the exchange lost (lock-free fault only) */
 };
 
 extern struct hyp_counts hyp;

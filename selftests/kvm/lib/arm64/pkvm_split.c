@@ -140,6 +140,7 @@ static u64 hyp_account(const char *line)
 	} else if (!strncmp(ev, "pkvm_dirty_fault ", 17)) {
 		hyp.fault_full += hyp_sfield(ev, "ret") == -ENOSPC;
 		hyp.fault_waited += !!hyp_field(ev, "waited");
+		hyp.fault_lost += hyp_sfield(ev, "ret") == -EAGAIN;
 	}
 	return 0;
 }
