@@ -17,6 +17,8 @@ series=$TOP/series
 case "${SERIES_STEP:-2}" in
 2) ;;
 1)
+	[ "$(realpath -m "$BUILD")" != "$TOP/build" ] ||
+		die "SERIES_STEP=1 needs a BUILD of its own (make test-step1 uses build/step1)"
 	skip=$(awk '$1 == "step2" { $1 = ""; print }' "$TOP/msg/steps")
 	[ -n "$skip" ] || die "msg/steps names no step-two patch"
 	mkdir -p "$BUILD"
