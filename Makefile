@@ -7,7 +7,7 @@ export BUILD
 
 S := $(CURDIR)/scripts
 
-.PHONY: all deps tree kernel selftests initramfs run test test-step1 check patches \
+.PHONY: all deps tree kernel selftests initramfs run test test-step1 check patches bench-el2pc \
 	bench bench-counts bench-lockfree bench-migrate matrix bisect fuzz mutants repro readme clean distclean
 
 all: initramfs
@@ -83,6 +83,12 @@ bench-counts: initramfs
 bench-lockfree: initramfs
 	@$(S)/bench-lockfree.sh
 	@/usr/bin/python3 $(S)/lockfree-report.py $$(ls -d bench/lockfree/20*/ | tail -1) --readme docs/details.md
+
+# Where a dirtied page's EL2 instructions go, by hyp function (the elcount
+# plugin's el2pc=on), for the kernels make bench-lockfree builds. Results in
+# bench/el2pc/; EL2PC_* variables in scripts/bench-el2pc.sh.
+bench-el2pc: initramfs
+	@$(S)/bench-el2pc.sh
 
 # Dirty logging shaped like a live migration: the guest keeps writing while
 # the log is collected and cleared in rounds, then the blackout; bitmap and

@@ -42,6 +42,14 @@
  *
  * With vcpu=on the exit lines are repeated per vCPU as
  * "elcount: vcpu <index> <key> <value>" before the totals.
+ *
+ * With el2pc=on every marker also prints the instructions run at EL2 so far
+ * by the start address of their TB (all vCPUs, since QEMU started), one
+ * line per address that ran any, after the marker's line:
+ *
+ *   elcount: el2pc <x0 in hex> <TB start address in hex> <instructions>
+ *
+ * (scripts/el2pc-report.py maps the addresses to the hyp object's symbols).
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -80,6 +88,28 @@ struct vcpu {
 
 static struct qemu_plugin_scoreboard *sb;
 static bool per_vcpu;
+static bool el2pc;
+
+/*
+ * el2pc=on: instructions run at EL2 by TB start address. One entry per
+ * address, made at translation; a TB's exec callback gets a tbrec, one per
+ * (address, size, half) (so retranslations reuse it), and adds its size to
+ * the entry when it runs at EL2. Entries are never freed.
+ */
+#define PC_VARIANTS	4
+struct pcent {
+	uint64_t vaddr;
+	uint64_t count;		/* atomic: vCPUs run concurrently (MTTCG) */
+	struct tbrec *rec[PC_VARIANTS];
+};
+
+struct tbrec {
+	uintptr_t packed;	/* pack(n, half) */
+	struct pcent *e;
+};
+
+static GHashTable *pcs;		/* vaddr -> struct pcent */
+static GMutex pcs_lock;
 
 static struct vcpu *vcpu_get(unsigned int idx)
 {
@@ -187,6 +217,68 @@ static void tb_exec(unsigned int idx, void *udata)
 	v->insn[el][d & 1] += d >> 1;
 }
 
+static void tb_exec_pc(unsigned int idx, void *udata)
+{
+	struct tbrec *r = udata;
+
+	tb_exec(idx, (void *)r->packed);
+	if (vcpu_get(idx)->cur == 3)
+		__atomic_fetch_add(&r->e->count, r->packed >> 1,
+				   __ATOMIC_RELAXED);
+}
+
+static struct tbrec *tbrec_get(uint64_t vaddr, uintptr_t packed)
+{
+	struct pcent *e;
+	struct tbrec *r = NULL;
+	int i;
+
+	g_mutex_lock(&pcs_lock);
+	e = g_hash_table_lookup(pcs, &vaddr);
+	if (!e) {
+		e = g_new0(struct pcent, 1);
+		e->vaddr = vaddr;
+		g_hash_table_insert(pcs, &e->vaddr, e);
+	}
+	for (i = 0; i < PC_VARIANTS && e->rec[i]; i++) {
+		if (e->rec[i]->packed == packed) {
+			r = e->rec[i];
+			break;
+		}
+	}
+	if (!r) {
+		r = g_new(struct tbrec, 1);
+		r->packed = packed;
+		r->e = e;
+		if (i < PC_VARIANTS)
+			e->rec[i] = r;
+	}
+	g_mutex_unlock(&pcs_lock);
+	return r;
+}
+
+static void print_pcs(uint64_t x0)
+{
+	GHashTableIter it;
+	gpointer key, val;
+	GString *out = g_string_new(NULL);
+
+	g_mutex_lock(&pcs_lock);
+	g_hash_table_iter_init(&it, pcs);
+	while (g_hash_table_iter_next(&it, &key, &val)) {
+		struct pcent *e = val;
+		uint64_t n = __atomic_load_n(&e->count, __ATOMIC_RELAXED);
+
+		if (n)
+			g_string_append_printf(out, "elcount: el2pc 0x%" PRIx64
+					       " 0x%" PRIx64 " %" PRIu64 "\n",
+					       x0, e->vaddr, n);
+	}
+	g_mutex_unlock(&pcs_lock);
+	qemu_plugin_outs(out->str);
+	g_string_free(out, TRUE);
+}
+
 static void sum_vcpus(struct vcpu *s)
 {
 	int n = qemu_plugin_num_vcpus();
@@ -281,6 +373,8 @@ static void mark_exec(unsigned int idx, void *udata)
 	g_string_append_c(out, '\n');
 	qemu_plugin_outs(out->str);
 	g_string_free(out, TRUE);
+	if (el2pc)
+		print_pcs(x0);
 }
 
 static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
@@ -293,8 +387,15 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 	};
 	size_t i;
 
-	qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, QEMU_PLUGIN_CB_R_REGS,
-					     pack(n, half));
+	if (el2pc)
+		qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec_pc,
+						     QEMU_PLUGIN_CB_R_REGS,
+						     tbrec_get(qemu_plugin_tb_vaddr(tb),
+							       (uintptr_t)pack(n, half)));
+	else
+		qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec,
+						     QEMU_PLUGIN_CB_R_REGS,
+						     pack(n, half));
 
 	for (i = 0; i < n; i++) {
 		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
@@ -411,11 +512,16 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
 		if (!strncmp(argv[i], "vcpu=", 5) &&
 		    qemu_plugin_bool_parse("vcpu", argv[i] + 5, &per_vcpu))
 			continue;
-		fprintf(stderr, "elcount: unknown argument '%s' (vcpu=on|off)\n",
+		if (!strncmp(argv[i], "el2pc=", 6) &&
+		    qemu_plugin_bool_parse("el2pc", argv[i] + 6, &el2pc))
+			continue;
+		fprintf(stderr, "elcount: unknown argument '%s' (vcpu=on|off, el2pc=on|off)\n",
 			argv[i]);
 		return -1;
 	}
 
+	if (el2pc)
+		pcs = g_hash_table_new(g_int64_hash, g_int64_equal);
 	sb = qemu_plugin_scoreboard_new(sizeof(struct vcpu));
 	qemu_plugin_register_vcpu_init_cb(id, vcpu_init);
 	qemu_plugin_register_vcpu_tb_trans_cb(id, tb_trans);
