@@ -83,10 +83,16 @@ def profile(out, kern, mode, runs):
     marks, hist = load_profile(os.path.join(out, f"{kern}-{mode}.el2pc.gz"))
     syms = load_syms(os.path.join(out, f"{kern}.nm.gz"))
     keys = [a for a, _ in syms]
+    if not hist:
+        sys.exit(f"el2pc-report: {kern} {mode}: no el2pc lines (was the plugin loaded with el2pc=on?)")
     last = max(hist)
     off, votes = find_offset(list(hist[last]), syms)
 
     def run(k):
+        for tag in (2 * k, 2 * k + 1):
+            if tag not in hist or tag not in marks:
+                sys.exit(f"el2pc-report: {kern} {mode}: no marker {tag} (run {k} did not run "
+                         f"or its marker printed nothing); see {kern}-{mode}.results")
         a, b = hist[2 * k], hist[2 * k + 1]
         d = collections.Counter()
         for addr, n in b.items():
@@ -137,7 +143,12 @@ def main():
                 rng[k][s] = (min(vals), max(vals))
         allsyms = set().union(*(mean[k] for k in have))
         base = have[-1] if len(have) > 1 else None
-        key = (lambda s: -abs(mean[have[0]][s] - mean[base][s])) if base else (lambda s: -mean[have[0]][s])
+        if base:
+            def key(s):
+                return (-round(abs(mean[have[0]][s] - mean[base][s]), 1), -mean[have[0]][s], s)
+        else:
+            def key(s):
+                return (-mean[have[0]][s], s)
         lines.append(f"## {mode}")
         lines.append("")
         hdr = "| function | " + " | ".join(have)

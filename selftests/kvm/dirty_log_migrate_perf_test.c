@@ -319,6 +319,23 @@ static void create_vm(void)
 	bmap = bitmap_zalloc(nr_pages);
 }
 
+/*
+ * -R: the rings must fill. Round 1 collects only once a vCPU has exited
+ * with its ring full, or after 30 s: the guest keeps writing pages it
+ * wrote before round 0's collection, so a ring that is not harvested
+ * fills. Without the wait, whether one fills before the next collection
+ * depends on the host's speed (a vCPU whose faults the host resolves may
+ * dirty fewer pages in a round than its ring holds).
+ */
+static void wait_ring_full(void)
+{
+	double t = now_s();
+
+	while (!__atomic_load_n(&ring_full_exits, __ATOMIC_SEQ_CST) &&
+	       now_s() - t < 30)
+		usleep(1000);
+}
+
 static void run(void)
 {
 	double base, t0, t1, t2, round_start, rate, reprotect, stop_s, coll_s, copy_s, disable_s;
@@ -350,6 +367,8 @@ static void run(void)
 		n0 = total_written();
 		if (r)
 			usleep(p.round_ms * 1000);
+		if (r == 1 && p.ring_entries)
+			wait_ring_full();
 		t0 = now_s();
 		dirty = collect(&reprotect);
 		t1 = now_s();
